@@ -1,0 +1,1 @@
+"""rigforge: provision NVIDIA Blackwell LLM inference rigs with pyinfra."""
