@@ -1,0 +1,58 @@
+"""What a role may read about the host being deployed: its validated profile and the run's switches."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pyinfra import host
+
+from rigforge.profile import Profile
+from rigforge.profile_loader import ProfileError
+
+#: Switches a user may pass with ``--data key=value`` (or set as host data in an inventory).
+RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
+    "allow_reboot": (bool, True, "reboot the rig when a change needs it (false: stop and report)"),
+    "skip_preflight": (bool, False, "continue even when a blocking preflight check fails"),
+    "bench": (bool, True, "run the smoke benchmark at the end of deploys/full.py"),
+    "probe": (bool, False, "run the GPU interconnect probe in deploys/preflight.py"),
+}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    allow_reboot: bool
+    skip_preflight: bool
+    bench: bool
+    probe: bool
+
+
+def current_profile() -> Profile:
+    """The profile the inventory validated for the current host."""
+    data = host.data.get("rigforge_profile")
+    if not isinstance(data, dict):
+        raise ProfileError(
+            f"host {host.name} has no rigforge profile: use an inventory from inventory/ "
+            "(it sets host data 'rigforge_profile' through rigforge.inventory)"
+        )
+    return _typed(json.dumps(data, sort_keys=True))
+
+
+@lru_cache(maxsize=32)
+def _typed(data_json: str) -> Profile:
+    return Profile.model_validate(json.loads(data_json))
+
+
+def run_settings() -> RunSettings:
+    """The run's switches, type-checked; a wrong value stops before any operation runs."""
+    values = {}
+    for key, (kind, default, meaning) in RUN_SWITCHES.items():
+        value = host.data.get(key, default)
+        if not isinstance(value, kind):
+            raise ProfileError(
+                f"--data {key}={value!r}: expected true or false ({meaning})"
+            )
+        values[key] = value
+    return RunSettings(**values)

@@ -1,0 +1,1 @@
+"""Custom pyinfra operations used by the roles."""

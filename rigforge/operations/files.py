@@ -1,0 +1,78 @@
+"""Write managed files atomically, with a diff under ``--dry --diff``."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from io import StringIO
+
+from pyinfra import host, logger, state
+from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api.command import QuoteString
+from pyinfra.facts.files import Directory, File, FileContents, Sha256File
+from pyinfra.operations.util.files import generate_color_diff
+
+
+@operation()
+def managed_file(dest: str, content: str, mode: str = "644", user: str = "root", group: str = "root"):
+    """
+    Write ``content`` to ``dest`` atomically: upload beside it, set owner and mode, then rename.
+
+    + dest: absolute path on the host
+    + content: the full text of the file
+    + mode: octal permission string; the file never exists at ``dest`` with other permissions
+    + user: owner
+    + group: group
+
+    The parent directory must exist (create it with ``files.directory`` first). Under ``--diff`` the
+    unified diff against the current file is logged before anything is written.
+
+    **Example:**
+
+    .. code:: python
+
+        managed_file(name="Write nccl.conf", dest="/etc/nccl.conf", content=render("nccl/nccl.conf.j2", p))
+    """
+    wanted_sha = hashlib.sha256(content.encode()).hexdigest()
+    current = host.get_fact(File, path=dest)
+    same_content = bool(current) and host.get_fact(Sha256File, path=dest) == wanted_sha
+    same_meta = bool(current) and _mode_matches(current, mode) and _owner_matches(current, user, group)
+    if same_content and same_meta:
+        host.noop(f"{dest} is up to date")
+        return
+
+    if state.config.DIFF and not same_content:
+        _log_diff(dest, content, exists=bool(current))
+
+    parent = posixpath.dirname(dest)
+    if not host.get_fact(Directory, path=parent):
+        raise OSError(f"{parent} does not exist on {host.name}; create it before writing {dest}")
+
+    temp = posixpath.join(parent, f".{posixpath.basename(dest)}.rigforge-new")
+    if same_content:
+        yield StringCommand("chown", f"{user}:{group}", QuoteString(dest))
+        yield StringCommand("chmod", mode, QuoteString(dest))
+        return
+    # The temp file is created empty with the final mode before the content arrives, so a secret is never
+    # readable by others, not even for a moment.
+    yield StringCommand("install", "-m", mode, "-o", user, "-g", group, "/dev/null", QuoteString(temp))
+    yield FileUploadCommand(StringIO(content), temp, remote_temp_filename=temp)
+    yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
+
+
+def _mode_matches(current: dict, mode: str) -> bool:
+    return int(str(current.get("mode")), 8) == int(mode, 8) if current.get("mode") is not None else False
+
+
+def _owner_matches(current: dict, user: str, group: str) -> bool:
+    return current.get("user") == user and current.get("group") == group
+
+
+def _log_diff(dest: str, content: str, exists: bool) -> None:
+    old_lines: list[str] = []
+    if exists:
+        old_lines = [f"{line}\n" for line in host.get_fact(FileContents, path=dest) or []]
+    host.log(f"Will {'modify' if exists else 'create'} {dest}", logger.info)
+    for line in generate_color_diff(old_lines, content.splitlines(keepends=True)):
+        logger.info("  %s", line)
+    logger.info("")

@@ -1,0 +1,308 @@
+"""The rig profile: every setting a rig needs, validated once into typed objects.
+
+Roles, checks and the bench verdict all read a ``Profile``; none of them restates a setting.
+Loading (base file + rig file + per-host overrides) lives in ``rigforge.profile_loader``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+TOPOLOGY_CLASSES = ("PIX", "PXB", "NODE", "SYS", "NV")
+
+#: Characters that would break out of a config line, a unit file or a command.
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _no_control_chars(value: str) -> str:
+    if _CONTROL_CHARS.search(value):
+        raise ValueError("must not contain newlines or other control characters")
+    return value
+
+
+SafeText = Annotated[str, AfterValidator(_no_control_chars)]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+def _no_parent_dirs(value: str) -> str:
+    if ".." in value.split("/"):
+        raise ValueError("must not contain '..'")
+    return value
+
+
+AbsPath = Annotated[
+    str, StringConstraints(pattern=r"^/[A-Za-z0-9._/+-]*$"), AfterValidator(_no_parent_dirs)
+]
+HttpUrl = Annotated[str, StringConstraints(pattern=r"^https?://[A-Za-z0-9._~:/?#@!&'()*+,;=%{}-]+$")]
+DriverVersion = Annotated[str, StringConstraints(pattern=r"^\d{3}\.\d{2,3}\.\d{2,3}$")]
+CudaVersion = Annotated[str, StringConstraints(pattern=r"^\d{2}\.\d{1,2}$")]
+KernelParam = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(=[A-Za-z0-9_.,:/+-]+)?$")]
+ModuleName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+SysctlKey = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")]
+ImageRef = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?(@sha256:[a-f0-9]{64})?$"),
+]
+RepoId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[a-f0-9]{64}$")]
+CliFlag = Annotated[str, StringConstraints(pattern=r"^--[a-z0-9][a-z0-9-]*$")]
+Port = Annotated[int, Field(ge=1, le=65535)]
+PositiveInt = Annotated[int, Field(gt=0)]
+Size = Annotated[str, StringConstraints(pattern=r"^\d+[kmg]$")]
+
+
+class StrictModel(BaseModel):
+    """Base for every profile section: unknown keys are errors, objects are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Gpus(StrictModel):
+    count: Annotated[int, Field(ge=1, le=16)]
+    model: SafeText  # substring expected in nvidia-smi's product name
+    compute_capability: Annotated[str, StringConstraints(pattern=r"^\d{1,2}\.\d$")]
+    memory_mib: PositiveInt  # per GPU, as nvidia-smi reports it
+    bar1_mib: PositiveInt  # per GPU; 256 means Resizable BAR is off
+    topology: Literal["PIX", "PXB", "NODE", "SYS", "NV"]  # worst link between any two GPUs
+    pcie_gen: Annotated[int, Field(ge=1, le=6)]
+    pcie_width: Literal[1, 2, 4, 8, 16]
+    persistence_mode: bool
+    power_limit_w: Annotated[int, Field(ge=100, le=1000)] | None = None
+
+
+class AptRepo(StrictModel):
+    """An apt repository with its signing key; ``{distro}`` and ``{arch}`` are filled per host."""
+
+    url: HttpUrl
+    key_url: HttpUrl
+    key_fingerprint: Annotated[str, StringConstraints(pattern=r"^[A-F0-9]{40}$")] | None = None
+
+
+class Driver(StrictModel):
+    version: DriverVersion
+    flavor: Literal["open", "proprietary"]
+    repo: AptRepo
+    hold: bool  # apt-mark hold so unattended upgrades cannot move it
+
+
+class Cuda(StrictModel):
+    version: CudaVersion
+
+
+class Boot(StrictModel):
+    kernel_params: list[KernelParam]
+
+    @field_validator("kernel_params")
+    @classmethod
+    def _unique_keys(cls, params: list[str]) -> list[str]:
+        _reject_duplicates([p.split("=", 1)[0] for p in params], "kernel parameter")
+        return params
+
+
+class Modprobe(StrictModel):
+    options: dict[ModuleName, dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]+$")], int | str]]
+    blacklist: list[ModuleName]
+    force_p2p_override: bool  # NVreg_RegistryDwords ForceP2P: direct-attach (NODE) rigs only
+
+    @field_validator("options")
+    @classmethod
+    def _safe_values(cls, options: dict[str, dict[str, int | str]]) -> dict[str, dict[str, int | str]]:
+        for params in options.values():
+            for value in params.values():
+                if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_.,:;=+-]+", value):
+                    raise ValueError(f"option value {value!r} may hold only letters, digits and _.,:;=+-")
+        return options
+
+
+class Tuning(StrictModel):
+    cpu_governor: Literal["performance", "schedutil", "ondemand", "powersave"] | None
+    sysctl: dict[SysctlKey, int | Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_. -]+$")]]
+    disable_acs: bool  # setpci at every boot on PCIe-switch rigs
+
+
+class Nccl(StrictModel):
+    env: dict[EnvName, SafeText]
+    graph_xml: bool  # write the AMD graph XML and point NCCL_GRAPH_FILE at it
+    graph_path: AbsPath
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _string_values(cls, env: Any) -> Any:
+        if not isinstance(env, dict):
+            return env
+        for key, value in env.items():
+            if key == "NCCL_P2P_LEVEL" and isinstance(value, int):
+                # Numeric P2P levels changed meaning across NCCL releases (rig-facts §10).
+                raise ValueError("NCCL_P2P_LEVEL must be a name such as SYS, PHB or PIX, not a number")
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in env.items()}
+
+
+class Container(StrictModel):
+    runtime: Literal["docker"]
+    nvidia_toolkit: bool
+    toolkit_repo: AptRepo | None = None
+
+
+class DockerRun(StrictModel):
+    gpus: Annotated[str, StringConstraints(pattern=r"^(all|device=[0-9,]+)$")]
+    ipc: Literal["host", "private", "shareable"]
+    shm_size: Size
+    ulimits: dict[Annotated[str, StringConstraints(pattern=r"^[a-z]+$")], int]
+    volumes: dict[AbsPath | Name, AbsPath]  # host path or named volume -> container path
+    network: Literal["host"]
+
+
+class Patch(StrictModel):
+    url: HttpUrl
+    sha256: Sha256
+    root: Literal["flashinfer"]  # tree the patch paths are relative to
+
+
+class ImageBuild(StrictModel):
+    dockerfile: Name  # template under templates/images/<name>.Dockerfile.j2
+    base_image: ImageRef
+    args: dict[EnvName, SafeText]
+    patches: list[Patch]
+
+
+class NativeServer(StrictModel):
+    """A llama.cpp server installed from PyPI into a venv the engine role manages."""
+
+    package: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+$")]
+    threads: PositiveInt
+    parallel: PositiveInt
+    context: PositiveInt
+
+
+class Engine(StrictModel):
+    kind: Literal["sglang", "vllm", "llama.cpp"]
+    image: ImageRef | None = None
+    build: ImageBuild | None = None
+    native: NativeServer | None = None
+    docker: DockerRun | None = None
+    command: list[SafeText]  # program the flags are given to
+    flags: dict[CliFlag, bool | int | float | SafeText | dict[str, Any]]
+    env: dict[EnvName, SafeText]
+    host: Annotated[str, StringConstraints(pattern=r"^[0-9.]+$")]
+    port: Port
+    served_model_name: SafeText
+    health_timeout_s: PositiveInt
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> Engine:
+        ways = [w for w in ("image", "build", "native") if getattr(self, w) is not None]
+        if len(ways) != 1:
+            raise ValueError(f"set exactly one of image, build, native (got: {', '.join(ways) or 'none'})")
+        if self.native is None and self.docker is None:
+            raise ValueError("container engines need a docker section")
+        return self
+
+
+class ModelFile(StrictModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+    sha256: Sha256
+    size: PositiveInt
+
+
+class Model(StrictModel):
+    source: Literal["huggingface", "mirror", "local"]
+    repo_id: RepoId | None = None
+    revision: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._/-]{1,100}$")] | None = None
+    allow_patterns: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9*?._/-]+$")]]
+    path: AbsPath  # where the weights live on the rig
+    size_gb: Annotated[float, Field(gt=0)]  # expected download size, for the disk-space check
+    files: list[ModelFile]  # single-file models: names with published hashes
+    mirror_url: HttpUrl | None = None
+    local_path: SafeText | None = None  # on the machine running pyinfra
+
+    @model_validator(mode="after")
+    def _source_has_location(self) -> Model:
+        if self.source == "huggingface" and not (self.repo_id and self.revision):
+            raise ValueError("source 'huggingface' needs repo_id and revision")
+        if self.source == "mirror" and not self.mirror_url:
+            raise ValueError("source 'mirror' needs mirror_url")
+        if self.source == "local" and not self.local_path:
+            raise ValueError("source 'local' needs local_path")
+        if self.source != "huggingface" and not self.files:
+            raise ValueError(f"source '{self.source}' needs files (names with sha256 and size)")
+        return self
+
+
+class Floor(StrictModel):
+    concurrency: PositiveInt
+    input_tokens: PositiveInt
+    min_output_tps: Annotated[float, Field(ge=0)]
+    min_decode_tps_per_user: Annotated[float, Field(ge=0)]
+
+
+class Bench(StrictModel):
+    concurrency: list[PositiveInt]
+    input_tokens: list[PositiveInt]
+    output_tokens: PositiveInt
+    cell_seconds: Annotated[float, Field(gt=0)]
+    warmup_requests: Annotated[int, Field(ge=0)]
+    floors: list[Floor]
+
+    @model_validator(mode="after")
+    def _floors_name_measured_cells(self) -> Bench:
+        for floor in self.floors:
+            if floor.concurrency not in self.concurrency or floor.input_tokens not in self.input_tokens:
+                raise ValueError(
+                    f"floor for concurrency {floor.concurrency} / input {floor.input_tokens} names a cell "
+                    f"that is not measured (concurrency {self.concurrency}, input_tokens {self.input_tokens})"
+                )
+        return self
+
+
+class Profile(StrictModel):
+    name: Name
+    description: SafeText
+    base_packages: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.+-]+$")]]
+    gpus: Gpus | None  # None: a CPU-only rig (the sandbox)
+    driver: Driver | None
+    cuda: Cuda | None
+    boot: Boot
+    modprobe: Modprobe
+    tuning: Tuning
+    nccl: Nccl | None
+    container: Container | None
+    engine: Engine
+    model: Model
+    bench: Bench
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        if self.gpus is None and (self.driver or self.cuda or self.nccl):
+            raise ValueError("a profile without gpus cannot have driver, cuda or nccl")
+        if self.gpus is not None and self.driver is None:
+            raise ValueError("a profile with gpus needs a driver")
+        if self.modprobe.force_p2p_override and (self.gpus is None or self.gpus.topology != "NODE"):
+            # ForceP2P breaks custom-allreduce crossover detection behind PCIe switches (rig-facts §1.5).
+            raise ValueError("modprobe.force_p2p_override is only allowed when gpus.topology is NODE")
+        if self.engine.native is None and self.container is None:
+            raise ValueError("a container engine needs the container section")
+        return self
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.gpus is not None
+
+
+def _reject_duplicates(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"duplicate {what} {name!r}")
+        seen.add(name)

@@ -1,0 +1,61 @@
+"""Render the files rigforge writes on a rig: one template each, one managed-by header, one quoting helper."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from rigforge.profile import Profile
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+
+
+def header_text(profile: Profile) -> str:
+    """The tool-owned marker every managed file carries."""
+    return f"managed by rigforge, profile {profile.name} — do not edit"
+
+
+def shell_quote(value: Any) -> str:
+    """Quote one word for sh and for systemd's ExecStart (both accept POSIX single quotes)."""
+    return shlex.quote(str(value))
+
+
+def flag_value(value: Any) -> str:
+    """A launch-flag value as the engine expects it: mappings as compact JSON, others as text."""
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["shell_quote"] = shell_quote
+    env.filters["flag_value"] = flag_value
+    env.filters["pretty_json"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False)
+    return env
+
+
+_ENV = _environment()
+
+
+def render(template: str, profile: Profile, **context: Any) -> str:
+    """Render ``templates/<template>`` with the profile, its header and extra context.
+
+    + template: path under ``templates/`` (e.g. ``modprobe/module.conf.j2``)
+    + profile: the host's validated profile
+    + context: values the template needs beyond the profile
+
+    Example: ``render("nccl/nccl.conf.j2", profile, env=profile.nccl.env)``
+    """
+    return _ENV.get_template(template).render(profile=profile, header=header_text(profile), **context)
