@@ -12,4 +12,18 @@ from roles import base
 # Validate the run's switches before any operation is planned.
 run_settings()
 
+# --- preflight ---
+# --- end preflight ---
+
+# --- host layer ---
 base.apply_base()
+# --- end host layer ---
+
+# --- container layer ---
+# --- end container layer ---
+
+# --- serving layer ---
+# --- end serving layer ---
+
+# --- bench ---
+# --- end bench ---
