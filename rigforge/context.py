@@ -51,8 +51,6 @@ def run_settings() -> RunSettings:
     for key, (kind, default, meaning) in RUN_SWITCHES.items():
         value = host.data.get(key, default)
         if not isinstance(value, kind):
-            raise ProfileError(
-                f"--data {key}={value!r}: expected true or false ({meaning})"
-            )
+            raise ProfileError(f"--data {key}={value!r}: expected true or false — {meaning}")
         values[key] = value
     return RunSettings(**values)

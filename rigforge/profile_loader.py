@@ -49,8 +49,11 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
     except FileNotFoundError as exc:
         raise ProfileError(f"{_display(path)}: no such profile file") from exc
+    except yaml.MarkedYAMLError as exc:
+        line = f"line {exc.problem_mark.line + 1}: " if exc.problem_mark else ""
+        raise ProfileError(f"{_display(path)}: invalid YAML: {line}{exc.problem}") from None
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{_display(path)}: invalid YAML: {exc}") from exc
+        raise ProfileError(f"{_display(path)}: invalid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{_display(path)}: expected a mapping of settings at the top level")
     return data
@@ -68,8 +71,15 @@ def merge(base: Mapping[str, Any], top: Mapping[str, Any], origins: Origins, sou
             merged[key] = value
             for known in [p for p in origins if p[: len(path)] == path]:
                 del origins[known]
-        origins[path] = source
+            _record(value, path, origins, source)
     return merged
+
+
+def _record(value: Any, path: tuple[str, ...], origins: Origins, source: str) -> None:
+    origins[path] = source
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _record(item, (*path, str(key)), origins, source)
 
 
 def resolve(name: str, profiles_dir: Path = PROFILES_DIR) -> tuple[dict[str, Any], Origins]:
@@ -122,18 +132,32 @@ def load_profile(name: str, overrides: Mapping[str, Any] | None = None,
 def explain(exc: ValidationError, origins: Origins, default_source: str) -> str:
     """Turn a pydantic error into 'file: field.path: what was wrong (got X)', first error first."""
     lines = []
-    for error in exc.errors(include_url=False):
-        loc = tuple(str(part) for part in error["loc"])
-        field = ".".join(loc) or "(top level)"
+    for loc, error in _one_error_per_field(exc):
+        field = ".".join(part for part in loc if part != "[key]") or "(top level)"
         source = _source_of(loc, origins, default_source)
         if error["type"] == "extra_forbidden":
             message = f"unknown setting; allowed here: {', '.join(_allowed_fields(loc[:-1]))}"
         else:
             message = error["msg"].removeprefix("Value error, ")
             message = f"{message} (got {error['input']!r})" if error["type"] != "missing" else message
+            message = f"invalid name: {message}" if loc[-1:] == ("[key]",) else message
         lines.append(f"{source}: {field}: {message}")
     more = f" (+{len(lines) - 1} more: {'; '.join(lines[1:])})" if len(lines) > 1 else ""
     return lines[0] + more
+
+
+def _one_error_per_field(exc: ValidationError) -> list[tuple[tuple[str, ...], Any]]:
+    """Pydantic reports a value that fits no member of a union once per member; keep the telling one."""
+    chosen: dict[tuple[str, ...], Any] = {}
+    for error in exc.errors(include_url=False):
+        loc = tuple(str(part) for part in error["loc"] if not _is_union_member(str(part)))
+        if loc not in chosen or error["type"] == "value_error":
+            chosen[loc] = error
+    return list(chosen.items())
+
+
+def _is_union_member(part: str) -> bool:
+    return part in {"bool", "int", "float", "str"} or ("[" in part and part != "[key]")
 
 
 def profile_hash(profile: Profile) -> str:
