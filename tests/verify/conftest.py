@@ -1,0 +1,56 @@
+"""Verify a rig against its profile with testinfra.
+
+    pytest --hosts=paramiko://rig2x-a tests/verify                       # a real rig (ssh config / agent)
+    pytest --hosts=paramiko://sandbox-1 --ssh-config=.sandbox/ssh_config tests/verify
+
+The profile is the one the rig records in /etc/rigforge/profile.json, loaded from this checkout's
+inventory/profiles (so a rig provisioned from an older profile shows up as a hash mismatch); ``--profile NAME``
+names it explicitly instead.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rigforge.profile import Profile
+from rigforge.profile_loader import load_profile
+
+RECORD = "/etc/rigforge/profile.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--profile", default=None, help="profile the rig must match (default: the one it records)")
+
+
+@pytest.fixture(scope="module")
+def applied(host) -> dict:
+    """The profile record the base role wrote on the rig."""
+    record = host.file(RECORD)
+    if not record.exists:
+        pytest.fail(f"{RECORD} is missing: this host was never provisioned by rigforge")
+    return json.loads(record.content_string)
+
+
+@pytest.fixture(scope="module")
+def profile(request: pytest.FixtureRequest, applied: dict) -> Profile:
+    """The profile to verify against, as this checkout defines it (with the rig's recorded overrides)."""
+    name = request.config.getoption("--profile") or applied["profile"]
+    if name == applied["profile"]:
+        return Profile.model_validate(applied["settings"])
+    return load_profile(name)
+
+
+@pytest.fixture(scope="module")
+def gpus_present(host) -> bool:
+    return host.exists("nvidia-smi") and host.run("nvidia-smi -L").rc == 0
+
+
+@pytest.fixture()
+def needs_gpu(gpus_present: bool, profile: Profile) -> None:
+    """Skip GPU-only checks on hosts without NVIDIA GPUs (the sandbox), saying why."""
+    if profile.gpus is None:
+        pytest.skip(f"profile {profile.name} has no GPUs")
+    if not gpus_present:
+        pytest.skip("no NVIDIA GPU on this host (nvidia-smi absent or failing)")
