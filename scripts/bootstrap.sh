@@ -1,0 +1,32 @@
+# Install what rigforge needs on this machine (Debian/Ubuntu, as root), then activate its virtualenv.
+# Sourced by scripts/sandbox and scripts/test; safe to run again (it only installs what is missing).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# System packages: venv/pip for the controller; gnupg, dpkg-dev and apt-utils build the signed stand-in apt
+# repositories of the tests. The Docker engine and debootstrap are installed by `python -m rigforge.sandbox`.
+missing=()
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv python3-pip)
+for tool in gpg:gnupg dpkg-scanpackages:dpkg-dev apt-ftparchive:apt-utils git:git; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
+done
+if ((${#missing[@]})); then
+    echo "bootstrap: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    echo "bootstrap: creating .venv"
+    python3 -m venv .venv
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
+stamp=.venv/.rigforge-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+    echo "bootstrap: installing rigforge and its test dependencies into .venv"
+    python -m pip install -q --upgrade pip
+    python -m pip install -q -e ".[test]"
+    touch "$stamp"
+fi
+echo "bootstrap: ready ($(python --version), pyinfra $(python -c 'import pyinfra; print(pyinfra.__version__)'))"
