@@ -1,0 +1,72 @@
+"""pyinfra facts about NVIDIA GPUs and the host around them.
+
+Each fact runs one cheap command that exits 0 whether or not the tool or file exists, and hands
+its output to a pure parser in the same module (tested on real captures in tests/fixtures/gpu).
+Hosts without GPUs, driver or tool get a plain "not present" value, never an exception:
+
+================== ==================================== =====================================
+fact               returns                              when absent
+================== ==================================== =====================================
+NvidiaGpus         GpuInventory (gpus, driver, CUDA)    NO_NVIDIA_SMI (smi_found=False)
+NvidiaTopology     GpuTopology                          None
+NvidiaLoadedDriver LoadedDriver (version, open module)  None (module not loaded)
+NvidiaDriverParams dict /proc/driver/nvidia/params      None (module not loaded)
+NvidiaUvmParams    dict nvidia_uvm parameters           None (module not loaded)
+KernelCmdline      tuple of kernel parameters           ()
+IommuState         IommuStatus (mode, groups)           mode "unknown"
+PciAcs             AcsReport (ports with ACS)           None (lspci missing)
+CpuGovernors       dict cpu -> governor                 None (no cpufreq)
+NumaLayout         tuple of NumaNode                    ()
+================== ==================================== =====================================
+"""
+
+from rigforge.facts.driver import (
+    LoadedDriver,
+    NvidiaDriverParams,
+    NvidiaLoadedDriver,
+    NvidiaUvmParams,
+    module_param_enabled,
+    parse_registry_dwords,
+)
+from rigforge.facts.gpu import NO_NVIDIA_SMI, Gpu, GpuInventory, NvidiaGpus
+from rigforge.facts.host import (
+    CpuGovernors,
+    IommuState,
+    IommuStatus,
+    KernelCmdline,
+    NumaLayout,
+    NumaNode,
+    cmdline_has,
+    cmdline_value,
+)
+from rigforge.facts.pci import AcsPort, AcsReport, PciAcs
+from rigforge.facts.topology import GpuTopology, NvidiaTopology, link_class, link_rank, worst_gpu_link
+
+__all__ = [
+    "NO_NVIDIA_SMI",
+    "AcsPort",
+    "AcsReport",
+    "CpuGovernors",
+    "Gpu",
+    "GpuInventory",
+    "GpuTopology",
+    "IommuState",
+    "IommuStatus",
+    "KernelCmdline",
+    "LoadedDriver",
+    "NumaLayout",
+    "NumaNode",
+    "NvidiaDriverParams",
+    "NvidiaGpus",
+    "NvidiaLoadedDriver",
+    "NvidiaTopology",
+    "NvidiaUvmParams",
+    "PciAcs",
+    "cmdline_has",
+    "cmdline_value",
+    "link_class",
+    "link_rank",
+    "worst_gpu_link",
+    "module_param_enabled",
+    "parse_registry_dwords",
+]
