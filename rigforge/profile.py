@@ -162,6 +162,15 @@ class DockerRun(StrictModel):
     ulimits: dict[Annotated[str, StringConstraints(pattern=r"^[a-z]+$")], int]
     volumes: dict[AbsPath | Name, AbsPath]  # host path or named volume -> container path
     network: Literal["host"]
+    jit_cache_volume: Name | None = None  # named volume of JIT caches; emptied when the image changes
+
+    @model_validator(mode="after")
+    def _jit_cache_is_a_named_volume(self) -> DockerRun:
+        if self.jit_cache_volume is not None and (
+            self.jit_cache_volume.startswith("/") or self.jit_cache_volume not in self.volumes
+        ):
+            raise ValueError(f"jit_cache_volume {self.jit_cache_volume!r} must be a named volume listed in volumes")
+        return self
 
 
 class Patch(StrictModel):
