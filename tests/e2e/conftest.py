@@ -1,0 +1,141 @@
+"""Harness of the e2e tests: real Debian 12 systemd hosts in Docker, reached over SSH on 127.0.0.1.
+
+Every test in this directory is marked ``e2e``. The session fixture ``sandbox`` makes sure Docker
+works (installing and starting it on a bare machine), builds the base image once per machine, and
+hands out fresh hosts::
+
+    def test_something(sandbox, tmp_path):
+        host = sandbox.fresh_host("rig")
+        inventory = sandbox.write_inventory(tmp_path / "inventory.py", [host], "sandbox")
+        run_pyinfra(inventory, "deploys/full.py")
+        assert_no_changes(inventory, "deploys/full.py")
+
+The directory is skipped (with the reason) only when Docker cannot be made to work here; under
+CI (``CI=true``) that is a failure instead, so a broken machine never passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+
+from rigforge.sandbox import (
+    SandboxError,
+    SandboxHost,
+    SandboxState,
+    build_image,
+    down,
+    ensure_docker,
+    load_state,
+    up,
+)
+
+E2E_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test under tests/e2e with ``e2e`` (``-m 'not e2e'`` runs without Docker)."""
+    for item in items:
+        if E2E_DIR in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+class Sandbox:
+    """Fresh sandbox hosts for one test session, all removed when the session ends.
+
+    Host names get the session's suffix (``rig`` -> ``rig-3fa2``): test sessions running at once on
+    one machine never share or remove each other's containers.
+    """
+
+    def __init__(self, state_dir: Path, image: str) -> None:
+        self.state_dir = state_dir
+        self.image = image
+        self.suffix = secrets.token_hex(2)
+        self._made: list[str] = []
+
+    @property
+    def state(self) -> SandboxState:
+        """The current state: hosts, key path, known_hosts path."""
+        return load_state(self.state_dir)
+
+    def fresh_host(self, name: str, mount_docker_socket: bool = False) -> SandboxHost:
+        """Return a new clean host (booted, SSH ready, host key recorded); removed at session end.
+
+        + name: short name; the host's name and hostname is ``<name>-<session suffix>``
+        + mount_docker_socket: bind-mount the machine's docker socket (image-build tests)
+        """
+        full_name = f"{name}-{self.suffix}"
+        down([full_name], self.state_dir)  # asking twice for one name gives a clean host again
+        state = up([full_name], self.state_dir, mount_docker_socket=mount_docker_socket)
+        if full_name not in self._made:
+            self._made.append(full_name)
+        return state.host(full_name)
+
+    def write_inventory(self, path: Path, hosts: list[SandboxHost], profile: str = "sandbox",
+                        overrides: dict | None = None) -> Path:
+        """Write a pyinfra inventory .py for ``hosts`` with ``profile`` (and ``overrides``); return its path."""
+        path.write_text(inventory_source(self.state_dir, [h.name for h in hosts], profile, overrides or {}))
+        return path
+
+    def close(self) -> None:
+        """Remove every host this session made."""
+        if self._made:
+            down(self._made, self.state_dir)
+
+
+def inventory_source(state_dir: Path, names: list[str], profile: str, overrides: dict) -> str:
+    """Return the text of an inventory file for the sandbox hosts ``names``.
+
+    THE one place that decides how e2e inventories resolve a profile: through
+    ``rigforge.inventory.sandbox_hosts`` when it exists (the profile is loaded and validated there),
+    else plain host data carrying ``rigforge_profile`` (the name) and ``rigforge_overrides``.
+    """
+    try:
+        from rigforge.inventory import sandbox_hosts  # noqa: F401
+    except ImportError:
+        state = load_state(state_dir)
+        entries = [(name, {**state.host_data(state.host(name)), "rigforge_profile": profile,
+                           "rigforge_overrides": overrides}) for name in names]
+        return f"# Sandbox hosts for one e2e test.\nhosts = {entries!r}\n"
+    return ("# Sandbox hosts for one e2e test.\n"
+            "from rigforge.inventory import sandbox_hosts\n\n"
+            f"hosts = sandbox_hosts({str(state_dir)!r}, {profile!r}, {overrides!r}, names={names!r})\n")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def docker_engine(request: pytest.FixtureRequest) -> None:
+    """Make Docker answer (install/start it when needed); skip the e2e tests if it cannot, fail in CI."""
+    try:
+        with _live_output(request):
+            ensure_docker()
+    except (SandboxError, OSError) as error:
+        reason = f"Docker cannot be made to work on this machine: {error}"
+        if _in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+            docker_engine: None) -> Iterator[Sandbox]:
+    """The session's sandbox: base image built (once per machine), fresh hosts on demand."""
+    with _live_output(request):
+        image = build_image()
+    session = Sandbox(tmp_path_factory.mktemp("sandbox"), image)
+    yield session
+    session.close()
+
+
+def _live_output(request: pytest.FixtureRequest) -> AbstractContextManager[None]:
+    """Let progress lines (Docker install, the 1-2 minute image build) reach the terminal as they come."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    return capture.global_and_fixture_disabled()
