@@ -18,6 +18,7 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "skip_preflight": (bool, False, "continue even when a blocking preflight check fails"),
     "bench": (bool, True, "run the smoke benchmark at the end of deploys/full.py"),
     "probe": (bool, False, "run the GPU interconnect probe in deploys/preflight.py"),
+    "verify_weights": (bool, False, "re-hash every weights file and fetch again the ones that changed"),
 }
 
 
@@ -27,6 +28,7 @@ class RunSettings:
     skip_preflight: bool
     bench: bool
     probe: bool
+    verify_weights: bool
 
 
 def current_profile() -> Profile:
