@@ -1,0 +1,115 @@
+"""The benchmark's configuration: a plain dataclass loaded from JSON and checked once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+class ConfigError(ValueError):
+    """The configuration file cannot drive a benchmark run."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure and against which server.
+
+    ``base_url`` is the server root (``http://127.0.0.1:8000``); a trailing ``/v1`` is dropped.
+    Every cell is one (concurrency, input length) pair: ``concurrency`` workers each send
+    streaming requests back-to-back for ``cell_seconds``, after ``warmup_requests`` unmeasured
+    ones, each asking for exactly ``output_tokens`` tokens. ``metadata`` (profile, host,
+    engine, versions) is copied into the result untouched.
+    """
+
+    base_url: str
+    model: str
+    endpoint: str = "completions"
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    input_tokens: list[int] = field(default_factory=lambda: [128])
+    output_tokens: int = 128
+    cell_seconds: float = 10.0
+    warmup_requests: int = 2
+    request_timeout_s: float = 300.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def root_url(self) -> str:
+        """The base URL without a trailing slash or ``/v1``."""
+        root = self.base_url.rstrip("/")
+        return root[: -len("/v1")] if root.endswith("/v1") else root
+
+    @property
+    def endpoint_path(self) -> str:
+        """HTTP path of the generation endpoint."""
+        return ENDPOINT_PATHS[self.endpoint]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy, for the result file."""
+        return dataclasses.asdict(self)
+
+
+def _positive_int_list(name: str, value: Any) -> list[int]:
+    """Validate a non-empty list of positive integers."""
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{name} must be a non-empty list of positive integers, got {value!r}")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
+            raise ConfigError(f"{name} must contain positive integers, got {item!r}")
+    return list(value)
+
+
+def validate(config: BenchConfig) -> BenchConfig:
+    """Return ``config`` unchanged if every field makes sense, else raise ConfigError naming the field."""
+    if not config.base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"base_url must start with http:// or https://, got {config.base_url!r}")
+    if not config.model:
+        raise ConfigError("model must name the served model")
+    if config.endpoint not in ENDPOINT_PATHS:
+        raise ConfigError(f"endpoint must be one of {sorted(ENDPOINT_PATHS)}, got {config.endpoint!r}")
+    _positive_int_list("concurrency", config.concurrency)
+    _positive_int_list("input_tokens", config.input_tokens)
+    if isinstance(config.output_tokens, bool) or not isinstance(config.output_tokens, int) or config.output_tokens < 2:
+        got = config.output_tokens
+        raise ConfigError(f"output_tokens must be an integer >= 2 (TPOT needs two tokens), got {got!r}")
+    if not config.cell_seconds > 0:
+        raise ConfigError(f"cell_seconds must be > 0, got {config.cell_seconds!r}")
+    if isinstance(config.warmup_requests, bool) or not isinstance(config.warmup_requests, int):
+        raise ConfigError(f"warmup_requests must be an integer, got {config.warmup_requests!r}")
+    if config.warmup_requests < 0:
+        raise ConfigError(f"warmup_requests must be >= 0, got {config.warmup_requests!r}")
+    if not config.request_timeout_s > 0:
+        raise ConfigError(f"request_timeout_s must be > 0, got {config.request_timeout_s!r}")
+    if not isinstance(config.metadata, dict):
+        raise ConfigError("metadata must be a JSON object")
+    return config
+
+
+def config_from_dict(data: dict[str, Any]) -> BenchConfig:
+    """Build and validate a BenchConfig; unknown keys are an error so typos do not pass silently."""
+    known = {item.name for item in dataclasses.fields(BenchConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown config keys: {', '.join(unknown)}")
+    missing = sorted(name for name in ("base_url", "model") if name not in data)
+    if missing:
+        raise ConfigError(f"missing config keys: {', '.join(missing)}")
+    try:
+        return validate(BenchConfig(**data))
+    except TypeError as error:
+        raise ConfigError(str(error)) from error
+
+
+def load_config(path: Path) -> BenchConfig:
+    """Read a JSON config file into a validated BenchConfig."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read config {path}: {error}") from error
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must hold a JSON object")
+    return config_from_dict(data)
