@@ -27,7 +27,8 @@ import time
 import uuid
 from pathlib import Path
 
-from rigforge.sandbox_image import SandboxError, build_image, docker, ensure_docker, file_lock
+from rigforge.sandbox_docker import SandboxError, docker, ensure_docker, file_lock
+from rigforge.sandbox_image import build_image
 from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, ssh_login_works, update_known_hosts
 from rigforge.sandbox_state import (
     DEFAULT_STATE_DIR,

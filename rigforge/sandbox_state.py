@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rigforge.sandbox_image import SandboxError
+from rigforge.sandbox_docker import SandboxError
 
 DEFAULT_STATE_DIR = Path(".sandbox")
 

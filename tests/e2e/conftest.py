@@ -120,7 +120,7 @@ def docker_engine(request: pytest.FixtureRequest) -> None:
     except (SandboxError, OSError) as error:
         reason = f"Docker cannot be made to work on this machine: {error}"
         if _in_ci():
-            pytest.fail(reason)
+            pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
 
 

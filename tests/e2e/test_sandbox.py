@@ -11,7 +11,7 @@ import pytest
 from pyinfra_run import assert_no_changes, changed_ops, parse_json_output, run_pyinfra
 
 from rigforge.sandbox import boot_token, down, exec_in, reset, up, wait_rebooted
-from rigforge.sandbox_image import docker
+from rigforge.sandbox_docker import docker
 from rigforge.sandbox_ssh import host_key_line, ssh_run
 
 if TYPE_CHECKING:
@@ -138,6 +138,19 @@ def test_down_removes_container_and_entries(sandbox: Sandbox) -> None:
     state = sandbox.state
     assert host.name not in [h.name for h in state.hosts]
     assert f"[127.0.0.1]:{host.port} " not in state.known_hosts_path.read_text()
+
+
+def test_boot_tools_run_in_the_sandbox(sandbox: Sandbox) -> None:
+    host = sandbox.fresh_host("boot")
+    set_cmdline = ("sed -i 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT=\"quiet iommu=pt\"/' "
+                   "/etc/default/grub")
+    assert exec_in(host, set_cmdline).returncode == 0
+
+    update = exec_in(host, "update-grub && update-initramfs -u")
+
+    assert update.returncode == 0, update.stderr
+    linux_lines = exec_in(host, "grep -E '^\\s+linux\\s' /boot/grub/grub.cfg").stdout.splitlines()
+    assert linux_lines and all("iommu=pt" in line for line in linux_lines if " single" not in line)
 
 
 def test_parse_json_output_skips_deploy_prints() -> None:

@@ -9,7 +9,7 @@ import paramiko
 import pytest
 
 from rigforge.sandbox import run_args
-from rigforge.sandbox_image import PACKAGES, POST_STEPS, SUITE, image_tag, recipe_hash
+from rigforge.sandbox_image import IMAGE_FILES, PACKAGES, POST_STEPS, SUITE, image_tag, recipe_hash
 from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, merge_known_hosts
 from rigforge.sandbox_state import (
     SandboxHost,
@@ -33,6 +33,7 @@ def test_recipe_hash_is_stable_and_follows_the_recipe() -> None:
     assert recipe_hash(packages=(*PACKAGES, "jq")) != recipe_hash()
     assert recipe_hash(post_steps=(*POST_STEPS, "true")) != recipe_hash()
     assert recipe_hash(suite="trixie") != recipe_hash()
+    assert recipe_hash(files={**IMAGE_FILES, "/etc/motd": (0o644, "hi\n")}) != recipe_hash()
     assert image_tag() == f"rigforge-sandbox:bookworm-{recipe_hash()}"
     assert len(recipe_hash()) == 12
 
