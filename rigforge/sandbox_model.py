@@ -101,3 +101,18 @@ def ensure_gemma(dest_dir: Path) -> Path:
         temporary.unlink(missing_ok=True)
     write_sidecar(model_path, describe_file(model_path, expected_sha256))
     return model_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rigforge.sandbox_model DEST_DIR``: build the model there (once) and print its path and size."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    dest_dir = Path(args[0] if args else ".sandbox/models")
+    model_path = ensure_gemma(dest_dir)
+    print(f"sandbox model ready: {model_path} ({model_path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
