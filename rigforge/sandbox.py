@@ -6,6 +6,11 @@ reboot`` (``--restart always``). ``up`` writes ``state_dir/state.json``, an SSH 
 ``known_hosts`` file with every host's own host key, so pyinfra connects with strict host-key
 checking on. Everything is idempotent: ``up`` twice reuses the running hosts.
 
+Reboots: /proc/uptime and the kernel boot id are the machine's kernel's, not the host's. pyinfra's
+``server.reboot`` confirms a reboot by uptime, so on a sandbox host it reconnects but never sees
+the reboot and fails after its ``reboot_timeout``. A marker in /run (a fresh tmpfs at every boot,
+on rigs too) tells a reboot apart: ``boot_token`` and ``wait_rebooted`` use one.
+
 Example::
 
     from rigforge.sandbox import up, down
@@ -20,21 +25,29 @@ CLI: ``python -m rigforge.sandbox {image,up,down,status,reset}`` (``--help`` for
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from rigforge.sandbox_docker import SandboxError, docker, ensure_docker, file_lock
+from rigforge.sandbox_docker import (
+    LABEL,
+    SandboxError,
+    container_name,
+    create_container,
+    docker,
+    ensure_docker,
+    file_lock,
+    has_docker_socket,
+    inspect_container,
+    published_port,
+)
 from rigforge.sandbox_image import build_image
 from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, ssh_login_works, update_known_hosts
 from rigforge.sandbox_state import (
     DEFAULT_STATE_DIR,
     SandboxHost,
     SandboxState,
-    container_name,
     host_names,
     load_or_empty_state,
     load_state,
@@ -44,75 +57,24 @@ from rigforge.sandbox_state import (
 __all__ = ["SandboxError", "SandboxHost", "SandboxState", "boot_token", "build_image", "down", "ensure_docker",
            "exec_in", "load_state", "reset", "status", "up", "wait_ready", "wait_rebooted"]
 
-LABEL = "rigforge.sandbox"
 READY_TIMEOUT_S = 180.0
 BOOT_TOKEN_PATH = "/run/rigforge-boot-token"
-
-
-def run_args(name: str, port: int, image: str, mount_docker_socket: bool = False) -> list[str]:
-    """Return the ``docker run`` arguments of a host (flags checked in shared/notes/test-hosts.md).
-
-    ``--privileged`` is not used: it asks for capabilities the CI machine lacks.
-    """
-    args = ["run", "-d", "--name", container_name(name), "--hostname", name, "--label", f"{LABEL}=1",
-            "--restart", "always",
-            # systemd powers off cleanly on SIGRTMIN+3 (`docker stop`); it ignores the default SIGTERM.
-            "--stop-signal", "SIGRTMIN+3", "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
-            "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-            "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-            "--tmpfs", "/run", "--tmpfs", "/run/lock", "-p", f"127.0.0.1:{port}:22"]
-    if mount_docker_socket:
-        args += ["-v", "/var/run/docker.sock:/var/run/docker.sock"]
-    return [*args, image, "/lib/systemd/systemd"]
-
-
-def _inspect(container: str) -> dict | None:
-    proc = docker("inspect", "--type", "container", container, check=False)
-    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
-
-
-def _published_port(info: dict) -> int:
-    return int(info["HostConfig"]["PortBindings"]["22/tcp"][0]["HostPort"])
-
-
-def _has_docker_socket(info: dict) -> bool:
-    return any(m.get("Destination") == "/var/run/docker.sock" for m in info.get("Mounts", []))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _create(name: str, image: str, mount_docker_socket: bool, port: int | None = None) -> int:
-    # Another process may grab a free port between the probe and docker run: retry on a new one.
-    for _ in range(5):
-        chosen = port or _free_port()
-        proc = docker(*run_args(name, chosen, image, mount_docker_socket), check=False)
-        if proc.returncode == 0:
-            return chosen
-        if "allocated" not in proc.stderr and "in use" not in proc.stderr:
-            raise SandboxError(f"docker run for {name} failed: {proc.stderr.strip()}")
-        docker("rm", "-f", container_name(name), check=False)  # created, but could not bind its port
-        port = None
-    raise SandboxError(f"no free loopback port found for {name}")
 
 
 def _start_host(name: str, image: str, mount_docker_socket: bool,
                 port: int | None = None) -> tuple[SandboxHost, str]:
     """Create, start or reuse the container of ``name``; return the host and what was done."""
     container = container_name(name)
-    info = _inspect(container)
+    info = inspect_container(container)
     if info is None:
-        port = _create(name, image, mount_docker_socket, port)
+        port = create_container(name, image, mount_docker_socket, port)
         return SandboxHost(name, container, port), "created"
-    if _has_docker_socket(info) != mount_docker_socket:
-        raise SandboxError(f"{container} exists {'with' if _has_docker_socket(info) else 'without'} the docker "
+    if has_docker_socket(info) != mount_docker_socket:
+        raise SandboxError(f"{container} exists {'with' if has_docker_socket(info) else 'without'} the docker "
                            f"socket mounted; run `python -m rigforge.sandbox down {name}` first")
     if info["Config"]["Image"] != image:
         print(f"sandbox: {name} runs {info['Config']['Image']}, not {image}; `reset {name}` to renew it")
-    host = SandboxHost(name, container, _published_port(info))
+    host = SandboxHost(name, container, published_port(info))
     if info["State"]["Running"]:
         return host, "reused"
     docker("start", container)
@@ -250,9 +212,9 @@ def reset(name: str, state_dir: Path = DEFAULT_STATE_DIR) -> SandboxHost:
     """Remove the host ``name`` and make it again from the image (same port, new SSH host key)."""
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    info = _inspect(container_name(name))
-    socket_mounted = info is not None and _has_docker_socket(info)
-    ports = {name: _published_port(info)} if info is not None else None
+    info = inspect_container(container_name(name))
+    socket_mounted = info is not None and has_docker_socket(info)
+    ports = {name: published_port(info)} if info is not None else None
     with file_lock(state_dir / ".lock"):
         _down([name], state_dir)
         return _up([name], state_dir, socket_mounted, ports).host(name)
@@ -291,7 +253,7 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[tuple[str, str, str]]:
     """Return (host, container state, systemd state) for every host in the state."""
     rows = []
     for host in load_state(state_dir).hosts:
-        info = _inspect(host.container)
+        info = inspect_container(host.container)
         running = info is not None and info["State"]["Running"]
         container = "missing" if info is None else info["State"]["Status"]
         rows.append((host.name, container, _system_state(host) if running else "-"))

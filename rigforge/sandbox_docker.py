@@ -1,4 +1,4 @@
-"""The Docker engine under the sandbox hosts: make it answer, and run its CLI.
+"""The Docker side of the sandbox hosts: make the engine answer, run its CLI, create the containers.
 
 On a fresh CI machine nothing is installed and PID 1 is not systemd, so ``ensure_docker`` installs
 Debian's ``docker.io`` (and ``debootstrap`` for the base image), starts ``dockerd`` in the
@@ -16,14 +16,17 @@ Example::
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+LABEL = "rigforge.sandbox"
 DOCKERD_LOG = Path("/var/log/rigforge-dockerd.log")
 DOCKER_LOCK = Path("/var/tmp/rigforge-docker.lock")
 
@@ -137,3 +140,62 @@ def _install_and_start_docker(timeout: float) -> None:
     raise SandboxError(f"docker daemon did not answer within {timeout:.0f}s; "
                        f"last lines of {DOCKERD_LOG}:\n{_log_tail(DOCKERD_LOG)}")
 
+
+def container_name(name: str) -> str:
+    """Return the container name of the sandbox host ``name``."""
+    return f"rigforge-{name}"
+
+
+def run_args(name: str, port: int, image: str, mount_docker_socket: bool = False) -> list[str]:
+    """Return the ``docker run`` arguments of a host (flags checked in shared/notes/test-hosts.md).
+
+    ``--privileged`` is not used: it asks for capabilities the CI machine lacks.
+    """
+    args = ["run", "-d", "--name", container_name(name), "--hostname", name, "--label", f"{LABEL}=1",
+            "--restart", "always",
+            # systemd powers off cleanly on SIGRTMIN+3 (`docker stop`); it ignores the default SIGTERM.
+            "--stop-signal", "SIGRTMIN+3", "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+            "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+            "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+            "--tmpfs", "/run", "--tmpfs", "/run/lock", "-p", f"127.0.0.1:{port}:22"]
+    if mount_docker_socket:
+        args += ["-v", "/var/run/docker.sock:/var/run/docker.sock"]
+    return [*args, image, "/lib/systemd/systemd"]
+
+
+def inspect_container(container: str) -> dict | None:
+    """Return ``docker inspect`` of a container, or None when there is no such container."""
+    proc = docker("inspect", "--type", "container", container, check=False)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
+def published_port(info: dict) -> int:
+    """Return the loopback port a sandbox container publishes its sshd on."""
+    return int(info["HostConfig"]["PortBindings"]["22/tcp"][0]["HostPort"])
+
+
+def has_docker_socket(info: dict) -> bool:
+    """Return True when the container has the machine's docker socket mounted."""
+    return any(m.get("Destination") == "/var/run/docker.sock" for m in info.get("Mounts", []))
+
+
+def free_port() -> int:
+    """Return a loopback TCP port that is free now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def create_container(name: str, image: str, mount_docker_socket: bool, port: int | None = None) -> int:
+    """Run a new sandbox container (on ``port`` when given and free); return its SSH port."""
+    # Another process may grab a free port between the probe and docker run: retry on a new one.
+    for _ in range(5):
+        chosen = port or free_port()
+        proc = docker(*run_args(name, chosen, image, mount_docker_socket), check=False)
+        if proc.returncode == 0:
+            return chosen
+        if "allocated" not in proc.stderr and "in use" not in proc.stderr:
+            raise SandboxError(f"docker run for {name} failed: {proc.stderr.strip()}")
+        docker("rm", "-f", container_name(name), check=False)  # created, but could not bind its port
+        port = None
+    raise SandboxError(f"no free loopback port found for {name}")

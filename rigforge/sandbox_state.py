@@ -57,11 +57,6 @@ class SandboxState:
         }
 
 
-def container_name(name: str) -> str:
-    """Return the container name of the sandbox host ``name``."""
-    return f"rigforge-{name}"
-
-
 def state_to_json(state: SandboxState) -> str:
     """Serialise the state for ``state.json``."""
     return json.dumps({"image": state.image, "key_path": str(state.key_path),

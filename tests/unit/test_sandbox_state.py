@@ -8,7 +8,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from rigforge.sandbox import run_args
+from rigforge.sandbox_docker import run_args
 from rigforge.sandbox_image import IMAGE_FILES, PACKAGES, POST_STEPS, SUITE, image_tag, recipe_hash
 from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, merge_known_hosts
 from rigforge.sandbox_state import (
