@@ -85,7 +85,9 @@ def exec_in(host: SandboxHost, cmd: str | list[str], input_text: str | None = No
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` in the host through ``docker exec`` (for test assertions; deploys use SSH)."""
     argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
-    return docker("exec", "-i", host.container, *argv, check=False, input_text=input_text, timeout=timeout)
+    # -i only with input: otherwise docker would attach the caller's own stdin.
+    attach = ["-i"] if input_text is not None else []
+    return docker("exec", *attach, host.container, *argv, check=False, input_text=input_text, timeout=timeout)
 
 
 def _install_authorized_key(host: SandboxHost, public_key: str) -> None:

@@ -10,7 +10,7 @@ import paramiko
 import pytest
 from pyinfra_run import assert_no_changes, changed_ops, parse_json_output, run_pyinfra
 
-from rigforge.sandbox import boot_token, down, exec_in, reset, up, wait_rebooted
+from rigforge.sandbox import SandboxError, boot_token, down, exec_in, reset, up, wait_rebooted
 from rigforge.sandbox_docker import docker
 from rigforge.sandbox_ssh import host_key_line, ssh_run
 
@@ -51,6 +51,14 @@ def test_up_starts_a_stopped_host_on_its_port(sandbox: Sandbox) -> None:
     assert state.host(host.name).port == host.port
     assert _container_info(host.container)["State"]["Running"]
     assert exec_in(host, "systemctl is-system-running").stdout.strip() == "running"
+
+
+def test_docker_socket_is_mounted_only_when_asked(sandbox: Sandbox) -> None:
+    host = sandbox.fresh_host("socket", mount_docker_socket=True)
+
+    assert exec_in(host, "test -S /var/run/docker.sock").returncode == 0
+    with pytest.raises(SandboxError, match="with the docker socket mounted"):
+        up([host.name], sandbox.state_dir)
 
 
 def test_ssh_with_strict_host_keys(sandbox: Sandbox, tmp_path: Path) -> None:
