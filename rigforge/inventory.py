@@ -97,16 +97,8 @@ def sandbox_hosts(state_dir: Path | str = ".sandbox", profile: str = "sandbox",
         raise _fail(exc) from None
     entries = []
     for sandbox_host in state.hosts:
-        if names is not None and sandbox_host.name not in names:
-            continue
-        entries.append((sandbox_host.name, {
-            "ssh_hostname": "127.0.0.1",
-            "ssh_port": sandbox_host.port,
-            "ssh_user": "root",
-            "ssh_key": str(Path(state.key_path).resolve()),
+        if names is None or sandbox_host.name in names:
             # The sandbox pins its own known_hosts, written when the hosts start; checking stays strict.
-            "ssh_known_hosts_file": str(Path(state.known_hosts_path).resolve()),
-            "ssh_strict_host_key_checking": "yes",
-            "rigforge_profile": loaded.model_dump(mode="json"),
-        }))
+            data = {**state.host_data(sandbox_host), "rigforge_profile": loaded.model_dump(mode="json")}
+            entries.append((sandbox_host.name, data))
     return entries

@@ -51,8 +51,8 @@ class SandboxState:
             "ssh_hostname": "127.0.0.1",
             "ssh_port": host.port,
             "ssh_user": "root",
-            "ssh_key": str(self.key_path),
-            "ssh_known_hosts_file": str(self.known_hosts_path),
+            "ssh_key": str(Path(self.key_path).resolve()),
+            "ssh_known_hosts_file": str(Path(self.known_hosts_path).resolve()),
             "ssh_strict_host_key_checking": "yes",
         }
 
@@ -87,10 +87,24 @@ def load_or_empty_state(state_dir: Path) -> SandboxState:
 
 
 def save_state(state_dir: Path, state: SandboxState) -> None:
-    """Write ``state_dir/state.json`` atomically (readers never see half a file)."""
-    tmp = state_dir / "state.json.tmp"
-    tmp.write_text(state_to_json(state))
-    tmp.replace(state_dir / "state.json")
+    """Write ``state_dir/state.json`` and ``state_dir/ssh_config`` atomically (readers never see half a file)."""
+    for name, text in (("state.json", state_to_json(state)), ("ssh_config", ssh_config_text(state))):
+        tmp = state_dir / f"{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(state_dir / name)
+
+
+def ssh_config_text(state: SandboxState) -> str:
+    """An OpenSSH config naming every host, for ``ssh -F`` and testinfra's ``--ssh-config``."""
+    blocks = []
+    for host in state.hosts:
+        blocks.append(
+            f"Host {host.name}\n  HostName 127.0.0.1\n  Port {host.port}\n  User root\n"
+            f"  IdentityFile {Path(state.key_path).resolve()}\n"
+            f"  UserKnownHostsFile {Path(state.known_hosts_path).resolve()}\n"
+            "  StrictHostKeyChecking yes\n  IdentitiesOnly yes\n"
+        )
+    return "# Written by python -m rigforge.sandbox: the sandbox hosts, host keys pinned.\n" + "\n".join(blocks)
 
 
 def empty_state(state_dir: Path) -> SandboxState:

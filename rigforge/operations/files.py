@@ -9,7 +9,7 @@ from io import StringIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.api.command import QuoteString
-from pyinfra.facts.files import Directory, File, FileContents, Sha256File
+from pyinfra.facts.files import File, FileContents, Sha256File
 from pyinfra.operations.util.files import generate_color_diff
 
 
@@ -24,8 +24,8 @@ def managed_file(dest: str, content: str, mode: str = "644", user: str = "root",
     + user: owner
     + group: group
 
-    The parent directory must exist (create it with ``files.directory`` first). Under ``--diff`` the
-    unified diff against the current file is logged before anything is written.
+    A missing parent directory is created (mode 755). Under ``--diff`` the unified diff against the current
+    file is logged before anything is written.
 
     **Example:**
 
@@ -44,18 +44,15 @@ def managed_file(dest: str, content: str, mode: str = "644", user: str = "root",
     if state.config.DIFF and not same_content:
         _log_diff(dest, content, exists=bool(current))
 
-    parent = posixpath.dirname(dest)
-    if not host.get_fact(Directory, path=parent):
-        raise OSError(f"{parent} does not exist on {host.name}; create it before writing {dest}")
-
-    temp = posixpath.join(parent, f".{posixpath.basename(dest)}.rigforge-new")
+    temp = posixpath.join(posixpath.dirname(dest), f".{posixpath.basename(dest)}.rigforge-new")
     if same_content:
         yield StringCommand("chown", f"{user}:{group}", QuoteString(dest))
         yield StringCommand("chmod", mode, QuoteString(dest))
         return
     # The temp file is created empty with the final mode before the content arrives, so a secret is never
-    # readable by others, not even for a moment.
-    yield StringCommand("install", "-m", mode, "-o", user, "-g", group, "/dev/null", QuoteString(temp))
+    # readable by others, not even for a moment. -D creates a missing parent (mode 755); roles that need a
+    # stricter directory create it first.
+    yield StringCommand("install", "-D", "-m", mode, "-o", user, "-g", group, "/dev/null", QuoteString(temp))
     yield FileUploadCommand(StringIO(content), temp, remote_temp_filename=temp)
     yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
 

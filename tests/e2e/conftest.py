@@ -93,19 +93,7 @@ class Sandbox:
 
 
 def inventory_source(state_dir: Path, names: list[str], profile: str, overrides: dict) -> str:
-    """Return the text of an inventory file for the sandbox hosts ``names``.
-
-    THE one place that decides how e2e inventories resolve a profile: through
-    ``rigforge.inventory.sandbox_hosts`` when it exists (the profile is loaded and validated there),
-    else plain host data carrying ``rigforge_profile`` (the name) and ``rigforge_overrides``.
-    """
-    try:
-        from rigforge.inventory import sandbox_hosts  # noqa: F401
-    except ImportError:
-        state = load_state(state_dir)
-        entries = [(name, {**state.host_data(state.host(name)), "rigforge_profile": profile,
-                           "rigforge_overrides": overrides}) for name in names]
-        return f"# Sandbox hosts for one e2e test.\nhosts = {entries!r}\n"
+    """Return the text of an inventory file for the sandbox hosts ``names`` with ``profile`` and ``overrides``."""
     return ("# Sandbox hosts for one e2e test.\n"
             "from rigforge.inventory import sandbox_hosts\n\n"
             f"hosts = sandbox_hosts({str(state_dir)!r}, {profile!r}, {overrides!r}, names={names!r})\n")
