@@ -1,0 +1,15 @@
+"""Provision the container layer only: base, the Docker engine (+ NVIDIA toolkit) and the engine image.
+
+    pyinfra inventory/rig2x.py deploys/images.py --dry --diff   # see the Dockerfile and build plan
+    pyinfra inventory/rig2x.py deploys/images.py                # build (30-90 minutes the first time)
+"""
+
+from rigforge.context import run_settings
+from roles import base, container, images
+
+# Validate the run's switches before any operation is planned.
+run_settings()
+
+base.apply_base()
+container.apply_container()
+images.apply_images()
