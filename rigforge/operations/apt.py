@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from pyinfra import host
+from collections.abc import Sequence
+
+from pyinfra import host, state
 from pyinfra.api import StringCommand, operation
+from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 
 _APT_ENV = "DEBIAN_FRONTEND=noninteractive"
@@ -21,13 +24,16 @@ def missing_packages(installed: dict[str, set[str]], wanted: list[str]) -> list[
 
 
 @operation()
-def packages(packages: list[str], refresh: bool = True, allow_downgrades: bool = False):
+def packages(packages: list[str], refresh: bool = True, allow_downgrades: bool = False,
+             refreshed_by: Sequence[OperationMeta] = ()):
     """
     Install apt packages; refresh the package lists only when something must be installed.
 
     + packages: names, or ``name=version`` with the version exactly as dpkg prints it
     + refresh: run ``apt-get update`` first when installing (a repository may be new)
     + allow_downgrades: permit moving a pinned package to a lower version
+    + refreshed_by: operations that ran ``apt-get update`` earlier in this run; when one of them did,
+      the lists are fresh and are not fetched again
 
     **Example:**
 
@@ -39,9 +45,14 @@ def packages(packages: list[str], refresh: bool = True, allow_downgrades: bool =
     if not missing:
         host.noop(f"packages installed: {', '.join(packages)}")
         return
-    if refresh:
+    if refresh and not lists_refreshed(refreshed_by):
         yield StringCommand(_APT_ENV, "apt-get", "update", "-qq")
     extra = ["--allow-downgrades", "--allow-change-held-packages"] if allow_downgrades else []
     yield StringCommand(
         _APT_ENV, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *extra, *missing
     )
+
+
+def lists_refreshed(refreshed_by: Sequence[OperationMeta]) -> bool:
+    """True while executing when one of ``refreshed_by`` (an ``apt-get update``) ran this run."""
+    return state.is_executing and any(op.is_complete() and op.did_change() for op in refreshed_by)

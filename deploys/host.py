@@ -1,0 +1,17 @@
+"""Provision the host layer only: base packages, driver + CUDA, modprobe, kernel command line, tuning, NCCL.
+
+What a rig owner runs after editing kernel parameters, modprobe options, sysctls or NCCL variables in the
+profile; it reboots only when a boot-affecting setting changed (and says why):
+
+    pyinfra inventory/rig2x.py deploys/host.py --dry --diff   # every file it would write, nothing applied
+    pyinfra inventory/rig2x.py deploys/host.py                # apply (reboots once if needed)
+    pyinfra inventory/rig2x.py deploys/host.py --data allow_reboot=false   # never reboot: report instead
+"""
+
+from rigforge.context import run_settings
+from roles import host
+
+# Validate the run's switches before any operation is planned.
+run_settings()
+
+host.apply_host()

@@ -1,0 +1,106 @@
+"""Driver role: NVIDIA's CUDA repository, the open-module driver at the profile's exact version, pinned
+and held, and nvidia-persistenced.
+
+The repository, key, pin and hold decisions are written down in ``rigforge/operations/nvidia_apt.py``.
+This role orders them: key and sources file, ``apt-get update`` only when one of them changed, the pin,
+the driver install (which un-holds an older held release first), the hold, persistenced. The driver
+install is boot-affecting: the new kernel module loads only at the next boot, so the host layer's
+reboot step gets it as a trigger and, on its own, compares the installed with the loaded driver.
+
+Container hosts share the machine's kernel: no kernel headers are installed there (there is nothing
+to build a module against, nor to load it into).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.server import Arch, KernelVersion, LinuxDistribution
+from pyinfra.operations import systemd
+
+from rigforge.context import current_profile
+from rigforge.facts.packages import BootEnvironment, DpkgPackages
+from rigforge.operations import apt, nvidia_apt
+from rigforge.operations.files import managed_file
+from rigforge.operations.followup import follow_up
+from rigforge.operations.nvidia_apt import RepoPlatform, cuda_repo_platform, driver_packages
+from rigforge.operations.reboot import loaded_driver_version
+from rigforge.profile import Profile
+from rigforge.render import render
+
+KEYRING = "/etc/apt/keyrings/rigforge-nvidia-cuda.gpg"
+SOURCES_FILE = "/etc/apt/sources.list.d/rigforge-nvidia-cuda.sources"
+PIN_FILE = "/etc/apt/preferences.d/rigforge-nvidia-driver.pref"
+APT_UPDATE = "DEBIAN_FRONTEND=noninteractive apt-get update -qq"
+
+BootTrigger = tuple[OperationMeta, str]
+
+
+@dataclass
+class DriverChanges:
+    """What later steps need from the driver role: reboot triggers, and ops that refreshed apt's lists."""
+
+    boot_triggers: list[BootTrigger] = field(default_factory=list)
+    refreshed_by: list[OperationMeta] = field(default_factory=list)
+
+
+def host_platform() -> RepoPlatform:
+    """The host's NVIDIA repository names, from os-release and ``uname -m`` (immutable facts)."""
+    release = host.get_fact(LinuxDistribution)["release_meta"]
+    return cuda_repo_platform(release.get("ID", ""), release.get("VERSION_ID", ""), host.get_fact(Arch))
+
+
+def render_driver_files(profile: Profile, platform: RepoPlatform) -> dict[str, str]:
+    """The repository sources file and the version pin: path -> content (nothing without a driver)."""
+    if profile.driver is None:
+        return {}
+    return {
+        SOURCES_FILE: render("apt/nvidia-cuda.sources.j2", profile, url=platform.fill(profile.driver.repo.url),
+                             keyring=KEYRING, platform=platform),
+        PIN_FILE: render("driver/nvidia-driver.pref.j2", profile, version=profile.driver.version),
+    }
+
+
+def driver_ready(profile: Profile) -> bool:
+    """True when the profile's driver is installed and loaded already (read before this run changes it)."""
+    if profile.driver is None:
+        return False
+    wanted = profile.driver.version
+    installed = nvidia_apt.installed_driver_version(host.get_fact(DpkgPackages),
+                                                    driver_packages(profile.driver.flavor))
+    return installed == wanted and loaded_driver_version(host) == wanted
+
+
+@deploy("NVIDIA driver")
+def apply_driver() -> DriverChanges:
+    """Install the profile's NVIDIA driver from NVIDIA's repository, pinned and held."""
+    profile = current_profile()
+    driver = profile.driver
+    if driver is None:
+        return DriverChanges()
+    platform = host_platform()
+    rendered = render_driver_files(profile, platform)
+    packages = driver_packages(driver.flavor)
+    if host.get_fact(BootEnvironment).container is None:
+        # DKMS builds the open kernel module against the running kernel.
+        apt.packages(name="Install the running kernel's headers",
+                     packages=[f"linux-headers-{host.get_fact(KernelVersion)}"])
+    key = nvidia_apt.signing_key(name="Install NVIDIA's repository key", key_url=platform.fill(driver.repo.key_url),
+                                 keyring=KEYRING, fingerprint=driver.repo.key_fingerprint)
+    sources = managed_file(name=f"Add NVIDIA's CUDA repository ({platform.distro}/{platform.arch})",
+                           dest=SOURCES_FILE, content=rendered[SOURCES_FILE])
+    managed_file(name=f"Pin the NVIDIA driver at {driver.version}", dest=PIN_FILE, content=rendered[PIN_FILE])
+    refresh = follow_up(name="Refresh the package lists (repository changed)", commands=[APT_UPDATE],
+                        triggers=[key, sources], what="apt-get update")
+    install = nvidia_apt.install_driver(name=f"Install the NVIDIA {driver.flavor} driver {driver.version}",
+                                        packages=packages, version=driver.version, refreshed_by=[refresh])
+    nvidia_apt.hold_at_version(name=f"{'Hold' if driver.hold else 'Release'} the driver packages at "
+                                    f"{driver.version}", packages=packages, version=driver.version, hold=driver.hold)
+    # Started by the reboot when the new module is not loaded yet; started now when it is.
+    systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True,
+                    running=True if driver_ready(profile) else None)
+    return DriverChanges(boot_triggers=[(install, f"the NVIDIA driver package ({driver.version})")],
+                         refreshed_by=[refresh, install])

@@ -1,0 +1,151 @@
+"""What the rendered host files must say, per profile, beyond matching their golden copies."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from rigforge.facts.pci import parse_lspci_acs
+from rigforge.operations.nvidia_apt import RepoPlatform
+from rigforge.profile_loader import ProfileError, load_profile
+from rigforge.render import header_text
+from roles import driver, modprobe, nccl, tuning
+from roles.host import render_host_files
+
+PLATFORM = RepoPlatform("ubuntu2404", "x86_64")
+RIGS = ("2x-pix", "4x-threadripper", "8x-turin")
+ACS_EXCERPT = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "lspci-vvv-acs-excerpt-from-rig-facts.txt"
+
+
+def _files(name: str, **overrides: object) -> dict[str, str]:
+    return render_host_files(load_profile(name, overrides or None), PLATFORM)
+
+
+@pytest.mark.parametrize("name", [*RIGS, "sandbox"])
+def test_every_file_carries_the_managed_by_header(name: str) -> None:
+    header = header_text(load_profile(name))
+    for path, content in _files(name).items():
+        lines = content.splitlines()
+        # Executables keep their #! line first; the header is the comment right after it.
+        first = lines[1] if lines[0].startswith("#!") else lines[0]
+        assert header in first, f"{path}: first line lacks the managed-by header"
+
+
+def test_sandbox_profile_writes_only_the_engine_environment() -> None:
+    assert list(_files("sandbox")) == [nccl.ENGINE_ENV_FILE]
+
+
+def test_force_p2p_only_on_the_node_rig() -> None:
+    assert modprobe.P2P_OVERRIDE_FILE not in _files("2x-pix")
+    assert modprobe.P2P_OVERRIDE_FILE not in _files("8x-turin")
+    override = _files("4x-threadripper")[modprobe.P2P_OVERRIDE_FILE]
+    assert ('options nvidia NVreg_RegistryDwords="ForceP2P=0x11;RMForceP2PType=1;RMPcieP2PType=2;'
+            'GrdmaPciTopoCheckOverride=1;EnableResizableBar=1"') in override
+
+
+@pytest.mark.parametrize("name", RIGS)
+def test_uvm_hmm_off_and_nouveau_blacklisted_everywhere(name: str) -> None:
+    files = _files(name)
+    assert "options nvidia_uvm uvm_disable_hmm=1\n" in files[modprobe.options_file("nvidia_uvm")]
+    assert "blacklist nouveau\n" in files[modprobe.BLACKLIST_FILE]
+
+
+def test_kernel_parameters_per_rig() -> None:
+    assert ' pci=noacs,realloc iommu=pt mitigations=off pcie_aspm=off pcie_port_pm=off"' in _files("2x-pix")[
+        "/etc/default/grub.d/99-rigforge.cfg"]
+    assert " amd_iommu=off iommu=off " in _files("8x-turin")["/etc/default/grub.d/99-rigforge.cfg"]
+
+
+def test_graph_xml_only_on_8x_turin() -> None:
+    for name in ("2x-pix", "4x-threadripper"):
+        files = _files(name)
+        assert "/etc/nccl_graph_opt.xml" not in files
+        assert "NCCL_GRAPH_FILE" not in files[nccl.NCCL_CONF] + files[nccl.ENGINE_ENV_FILE]
+    files = _files("8x-turin")
+    assert "NCCL_GRAPH_FILE=/etc/nccl_graph_opt.xml\n" in files[nccl.NCCL_CONF]
+    assert "NCCL_GRAPH_FILE=/etc/nccl_graph_opt.xml\n" in files[nccl.ENGINE_ENV_FILE]
+    graphs = ET.fromstring(files["/etc/nccl_graph_opt.xml"])
+    assert [(g.get("id"), g.get("pattern")) for g in graphs] == [("0", "4"), ("1", "1"), ("4", "6"), ("2", "3"),
+                                                                ("3", "5")]
+    rings = graphs[:2]
+    for ring in rings:
+        assert (ring.get("typeintra"), ring.get("typeinter"), ring.get("nchannels")) == ("PHB", "PIX", "2")
+        assert [[gpu.get("dev") for gpu in channel] for channel in ring] == [list(nccl.GRAPH_GPUS)] * 2
+
+
+def test_nccl_values_are_strings_as_nccl_reads_them() -> None:
+    files = _files("4x-threadripper")
+    assert "NCCL_P2P_LEVEL=SYS\n" in files[nccl.NCCL_CONF]
+    env = files[nccl.ENGINE_ENV_FILE]
+    assert "NCCL_P2P_LEVEL=SYS\nVLLM_LOG_STATS_INTERVAL=1\n" in env
+    # Engine variables do not belong in nccl.conf.
+    assert "VLLM_" not in files[nccl.NCCL_CONF]
+
+
+def test_engine_environment_refuses_conflicts_and_ambiguous_values() -> None:
+    with pytest.raises(ProfileError, match="NCCL_P2P_LEVEL is set to 'SYS' in nccl.env and to 'PHB' in engine.env"):
+        _files("4x-threadripper", engine={"env": {"NCCL_P2P_LEVEL": "PHB"}})
+    with pytest.raises(ProfileError, match="HF_TOKEN='\"abc\"': systemd and docker would read this value"):
+        _files("2x-pix", engine={"env": {"HF_TOKEN": '"abc"'}})
+    ok = _files("2x-pix", engine={"env": {"EXTRA": "a b=c,d"}})[nccl.ENGINE_ENV_FILE]
+    assert "EXTRA=a b=c,d\n" in ok
+
+
+def test_repository_file_per_distro_and_arch() -> None:
+    profile = load_profile("2x-pix")
+    sources = driver.render_driver_files(profile, RepoPlatform("debian12", "sbsa"))[driver.SOURCES_FILE]
+    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/sbsa/\n" in sources
+    assert "Suites: /\n" in sources and f"Signed-By: {driver.KEYRING}\n" in sources
+    pin = driver.render_driver_files(profile, PLATFORM)[driver.PIN_FILE]
+    assert "Pin: version 595.45.04-*\nPin-Priority: 1000\n" in pin
+
+
+def test_gpu_settings_unit_follows_the_profile() -> None:
+    unit = _files("2x-pix")[f"{tuning.UNIT_DIR}/{tuning.GPU_SETTINGS_UNIT}"]
+    assert "ExecStart=/usr/bin/nvidia-smi -pm 1\nExecStart=/usr/bin/nvidia-smi -pl 600\n" in unit
+    lower = _files("2x-pix", gpus={"power_limit_w": None, "persistence_mode": False})
+    unit = lower[f"{tuning.UNIT_DIR}/{tuning.GPU_SETTINGS_UNIT}"]
+    assert "-pm 0" in unit and "-pl" not in unit
+
+
+def test_acs_unit_only_where_asked() -> None:
+    assert tuning.ACS_SCRIPT not in _files("2x-pix")
+    assert tuning.ACS_SCRIPT in _files("8x-turin")
+
+
+def test_acs_script_clears_what_the_acs_fact_reports(tmp_path: Path) -> None:
+    """Run the boot-time script with stand-in lspci/setpci (no PCI config writes here) on the ACS excerpt.
+
+    The script's own parsing (awk at boot, no rigforge on the rig) must pick exactly the ports the
+    PciAcs fact calls redirecting, at the control register offsets the fact computes.
+    """
+    excerpt = ACS_EXCERPT.read_text()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "setpci.calls"
+    # Stand-ins: lspci prints the excerpt with domain-prefixed addresses (as -D does); setpci logs.
+    domain_excerpt = "\n".join(f"0000:{line}" if line[:1].isalnum() else line for line in excerpt.splitlines())
+    (bin_dir / "excerpt.txt").write_text(domain_excerpt + "\n")
+    (bin_dir / "lspci").write_text(f"#!/bin/sh\ncat {bin_dir}/excerpt.txt\n")
+    (bin_dir / "setpci").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    for tool in ("lspci", "setpci"):
+        (bin_dir / tool).chmod(0o755)
+    script = tmp_path / "disable-acs"
+    script.write_text(_files("8x-turin")[tuning.ACS_SCRIPT])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, check=False)
+
+    expected = [f"-s 0000:{port.bdf} {port.control_register:x}.w=0x0011"
+                for port in parse_lspci_acs(excerpt).redirecting]
+    assert expected and calls.read_text().splitlines() == expected
+    # The stand-in lspci still shows the redirects afterwards, so the script's own check fails loudly.
+    assert result.returncode == 1 and "ACS redirect still on at 2 port(s)" in result.stderr
+
+
+def test_engine_env_path_is_the_one_the_service_reads() -> None:
+    engines = pytest.importorskip("rigforge.engines")
+    assert engines.ENGINE_ENV_FILE == nccl.ENGINE_ENV_FILE
