@@ -7,7 +7,6 @@ Switches (``--data key=value``): allow_reboot, skip_preflight, bench (see rigfor
 """
 
 from rigforge.context import run_settings
-from roles import base
 
 # Validate the run's switches before any operation is planned.
 run_settings()
@@ -16,7 +15,11 @@ run_settings()
 # --- end preflight ---
 
 # --- host layer ---
-base.apply_base()
+# Base packages, modprobe, the NVIDIA driver and CUDA, the kernel command line, tuning, NCCL; then one reboot
+# if (and only if) a boot-affecting input changed. See deploys/host.py.
+from roles import host  # noqa: E402
+
+host.apply_host()
 # --- end host layer ---
 
 # --- container layer ---
