@@ -143,3 +143,24 @@ def test_smi_versions_when_the_driver_does_not_answer() -> None:
                                  "Driver/library version mismatch\nNVML library version: 595.45\n")
     assert mismatch is not None and mismatch.driver_version is None and mismatch.smi_version == "595.45.04"
     assert mismatch.error == "Failed to initialize NVML: Driver/library version mismatch"
+
+
+def test_fact_commands_run_here_through_pyinfra() -> None:
+    """The real commands, run by pyinfra's @local connector on this machine: they exit 0 and parse."""
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api.connect import connect_all
+    from pyinfra.api.facts import get_facts
+
+    state = State(Inventory((["@local"], {})), Config())
+    connect_all(state)
+
+    def fact(cls: type, **kwargs: object) -> object:
+        (value,) = get_facts(state, cls, kwargs=kwargs).values()
+        return value
+
+    assert isinstance(fact(BootEnvironment), BootTools)
+    packages = fact(DpkgPackages)
+    assert isinstance(packages, dict) and (not shutil.which("dpkg-query") or "dpkg" in packages)
+    assert fact(KeyringFingerprints, path="/nonexistent/keyring.gpg") is None
+    smi = fact(NvidiaSmiVersions)
+    assert smi is None or smi.smi_version
