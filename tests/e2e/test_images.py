@@ -1,0 +1,215 @@
+"""Real image builds on a sandbox host: content-hash tags, patches applied to real FlashInfer files, JIT cache.
+
+The host runs its own Docker engine (Debian's docker.io, installed by the container role and run by the
+host's systemd), so images and volumes stay inside the host. No registry is reachable, so the base image
+``rigforge-test/base:1`` is made in the host from its own files (python3, sh, coreutils: ~40 MB) plus the
+three FlashInfer files the test patch touches, taken from the real flashinfer-python 0.7.2.post1 wheel.
+The profile is the sandbox one with an engine build of ``templates/images/chain-check.Dockerfile.j2``,
+and its patch is the FlashInfer test patch (tests/fixtures/patches/), served in the host on 127.0.0.1
+and fetched by the role with its sha256 checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyinfra_run import assert_no_changes, changed_ops, run_pyinfra
+
+from rigforge.images import build_plan
+from rigforge.profile_loader import load_profile
+from rigforge.sandbox import SandboxHost, exec_in
+from rigforge.sandbox_docker import docker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support_flashinfer import GENERATE_KERNELS, extract_package  # noqa: E402
+
+TESTS = Path(__file__).resolve().parents[1]
+PATCH = TESTS / "fixtures" / "patches" / "flashinfer-0.7.2.post1-k64-test.patch"
+PATCH_SHA256 = hashlib.sha256(PATCH.read_bytes()).hexdigest()
+# The same patch with one context line that FlashInfer 0.7.2.post1 does not have: it cannot apply.
+CONFLICT = PATCH.read_text().replace("         [128, 128, 256],\n", "         [128, 128, 512],\n", 1)
+CONFLICT_SHA256 = hashlib.sha256(CONFLICT.encode()).hexdigest()
+PATCH_PORT = 8766
+BASE_IMAGE = "rigforge-test/base:1"
+VOLUME = "rigforge-jit-cache"
+IMAGES_DEPLOY = "deploys/images.py"
+CONTAINER_DEPLOY = "from roles import base, container\n\nbase.apply_base()\ncontainer.apply_container()\n"
+
+# A root file system of the host's own python3, sh and a few tools, with the libraries they load.
+MINIMAL_ROOTFS = r"""
+set -eu
+tools="python3.11 python3 dash sh cat rm find printf mkdir ls env"
+files=""
+for t in $tools; do files="$files usr/bin/$t"; done
+libs=$( (for t in $tools; do ldd "/usr/bin/$t" 2>/dev/null || true; done
+         for f in /usr/lib/python3.11/lib-dynload/*.so; do ldd "$f"; done) \
+       | awk '/=>/ {print $3} /ld-linux/ {print $1}' | sed 's#^/lib#/usr/lib#' | sort -u)
+for l in $libs; do files="$files ${l#/} $(readlink -f "$l" | sed 's#^/##')"; done
+tar -C / -c --exclude=__pycache__ --exclude=usr/lib/python3.11/test --exclude=usr/lib/python3.11/idlelib \
+  --exclude=usr/lib/python3.11/tkinter bin lib lib64 sbin etc/passwd etc/group usr/lib/python3.11 \
+  usr/lib/python3/dist-packages $(echo $files | tr ' ' '\n' | sort -u) 2>/dev/null
+"""
+
+
+def overrides(test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.patch") -> dict:
+    """The sandbox profile with an engine image build (and no NVIDIA toolkit: test_container covers it)."""
+    return {
+        "container": {"runtime": "docker", "nvidia_toolkit": False},
+        "engine": {
+            "native": None,
+            "build": {"dockerfile": "chain-check", "base_image": BASE_IMAGE, "args": {"TEST_ARG": test_arg},
+                      "patches": [{"url": f"http://127.0.0.1:{PATCH_PORT}/{patch}", "sha256": sha256,
+                                   "root": "flashinfer"}]},
+            "docker": {"gpus": "all", "ipc": "host", "shm_size": "1g", "ulimits": {}, "network": "host",
+                       "volumes": {VOLUME: "/cache/jit"}, "jit_cache_volume": VOLUME},
+        },
+    }
+
+
+def tag_for(test_arg: str) -> str:
+    plan = build_plan(load_profile("sandbox", overrides(test_arg)))
+    assert plan is not None
+    return plan.tag
+
+
+@dataclass
+class ImageHost:
+    host: SandboxHost
+    work: Path
+    first_run_output: str
+
+    def inventory(self, sandbox, test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.patch") -> Path:
+        path = self.work / f"inventory-{test_arg}-{sha256[:6]}.py"
+        return sandbox.write_inventory(path, [self.host], "sandbox", overrides(test_arg, sha256, patch))
+
+    def sh(self, command: str) -> str:
+        proc = exec_in(self.host, command, timeout=300)
+        assert proc.returncode == 0, f"{self.host.name}: {command}: {proc.stderr}"
+        return proc.stdout.strip()
+
+    def image_id(self, tag: str) -> str:
+        return self.sh(f"docker image inspect --format '{{{{.Id}}}}' {tag} 2>/dev/null || true")
+
+    def in_volume(self, command: str) -> str:
+        return self.sh(f"docker run --rm -v {VOLUME}:/cache {BASE_IMAGE} sh -c '{command}'")
+
+
+def _make_base_image(host: SandboxHost, work: Path) -> None:
+    site = work / "site-packages"
+    extract_package(site)
+    docker("exec", host.container, "mkdir", "-p", "/tmp/base")
+    docker("cp", str(site / "flashinfer"), f"{host.container}:/tmp/base/flashinfer")
+    script = (f"({MINIMAL_ROOTFS}) | docker import - rigforge-test/minimal:1 >/dev/null && "
+              "printf 'FROM rigforge-test/minimal:1\\nCOPY flashinfer /usr/lib/python3/dist-packages/flashinfer\\n'"
+              f" > /tmp/base/Dockerfile && docker build -q -t {BASE_IMAGE} /tmp/base")
+    proc = exec_in(host, ["sh", "-c", script], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _serve_patch(host: SandboxHost, work: Path) -> None:
+    docker("exec", host.container, "mkdir", "-p", "/srv/test-patches")
+    docker("cp", str(PATCH), f"{host.container}:/srv/test-patches/k64-test.patch")
+    (work / "conflict.patch").write_text(CONFLICT)
+    docker("cp", str(work / "conflict.patch"), f"{host.container}:/srv/test-patches/conflict.patch")
+    docker("exec", host.container, "systemd-run", "--unit", "test-patches", "--collect", "python3", "-m",
+           "http.server", str(PATCH_PORT), "--bind", "127.0.0.1", "--directory", "/srv/test-patches")
+
+
+@pytest.fixture(scope="module")
+def built(sandbox, tmp_path_factory: pytest.TempPathFactory) -> ImageHost:
+    work = tmp_path_factory.mktemp("images")
+    host = sandbox.fresh_host("img")
+    image_host = ImageHost(host, work, "")
+    _serve_patch(host, work)
+    # The engine first (the base image is made with it), then the whole images deploy.
+    container_deploy = work / "container_deploy.py"
+    container_deploy.write_text(CONTAINER_DEPLOY)
+    run_pyinfra(image_host.inventory(sandbox, "one"), container_deploy)
+    _make_base_image(host, work)
+    result = run_pyinfra(image_host.inventory(sandbox, "one"), IMAGES_DEPLOY)
+    image_host.first_run_output = result.stdout + result.stderr
+    return image_host
+
+
+def test_first_run_builds_the_image_with_the_patch_applied(built: ImageHost) -> None:
+    tag = tag_for("one")
+    assert tag.startswith("rigforge/llama.cpp:")
+    image_id = built.image_id(tag)
+    assert image_id.startswith("sha256:")
+    # Progress lines came back as the build ran, and the whole log stays on the host.
+    assert "Step 1/" in built.first_run_output and "image build: done in" in built.first_run_output
+    assert "applied-now 01-k64-test.patch: 3 files" in built.first_run_output
+    log = f"/var/log/rigforge/image-chain-check-{tag.split(':')[1]}.log"
+    assert "Successfully tagged " + tag in built.sh(f"cat {log}")
+    # The real FlashInfer file in the image carries the patch; the build args arrived.
+    patched = f"/usr/lib/python3/dist-packages/flashinfer/{GENERATE_KERNELS}"
+    assert "[128, 256, 64]" in built.sh(f"docker run --rm {tag} cat {patched}")
+    assert "TEST_ARG=one" in built.sh(f"docker run --rm {tag} cat /etc/rigforge-build-args").splitlines()
+    assert built.in_volume("cat /cache/.rigforge-image") == image_id
+    assert f'"tag": "{tag}"' in built.sh("cat /var/lib/rigforge/images/chain-check/build-plan.json")
+
+
+def test_second_run_builds_nothing_and_keeps_the_jit_cache(sandbox, built: ImageHost) -> None:
+    inventory = built.inventory(sandbox, "one")
+    assert_no_changes(inventory, IMAGES_DEPLOY)
+    built.in_volume("mkdir -p /cache/flashinfer && echo kernel > /cache/flashinfer/cached.so")
+
+    result = run_pyinfra(inventory, IMAGES_DEPLOY)
+
+    assert changed_ops(result) == []
+    assert built.in_volume("cat /cache/flashinfer/cached.so") == "kernel"
+
+
+def test_dry_diff_shows_the_new_dockerfile_and_changes_nothing(sandbox, built: ImageHost) -> None:
+    result = run_pyinfra(built.inventory(sandbox, "two"), IMAGES_DEPLOY, "--diff", dry=True)
+    output = result.stdout + result.stderr
+    assert "Will modify /var/lib/rigforge/images/chain-check/Dockerfile" in output
+    assert '+ ARG TEST_ARG="two"' in output and '- ARG TEST_ARG="one"' in output
+    assert "Will modify /var/lib/rigforge/images/chain-check/build-plan.json" in output
+    assert any(op["name"].startswith("Engine image | Build ") for op in result.plan if op["hosts_with_change"])
+    assert 'ARG TEST_ARG="one"' in built.sh("cat /var/lib/rigforge/images/chain-check/Dockerfile")
+    assert built.image_id(tag_for("two")) == ""
+
+
+def test_a_changed_build_arg_rebuilds_once_and_empties_the_jit_cache(sandbox, built: ImageHost) -> None:
+    inventory = built.inventory(sandbox, "two")
+    result = run_pyinfra(inventory, IMAGES_DEPLOY)
+
+    changed = changed_ops(result)
+    assert [name for name in changed if name.startswith("Engine image | Build ")] == [
+        f"Engine image | Build {tag_for('two')} (only when that tag is missing)"]
+    new_id = built.image_id(tag_for("two"))
+    assert new_id and built.image_id(tag_for("one"))  # the old image is kept: the service may still run it
+    assert "TEST_ARG=two" in built.sh(f"docker run --rm {tag_for('two')} cat /etc/rigforge-build-args")
+    assert built.in_volume("ls -A /cache") == ".rigforge-image"
+    assert built.in_volume("cat /cache/.rigforge-image") == new_id
+    assert_no_changes(inventory, IMAGES_DEPLOY)
+
+
+def test_a_patch_with_the_wrong_sha256_is_refused_before_the_build(sandbox, built: ImageHost) -> None:
+    wrong = "0" * 64
+    result = run_pyinfra(built.inventory(sandbox, "three", wrong), IMAGES_DEPLOY, check=False)
+
+    assert result.returncode != 0
+    assert f"expected {wrong}" in result.stdout + result.stderr
+    assert built.sh("ls /var/lib/rigforge/images/chain-check/patches") == "01-k64-test.patch"
+    assert built.sh("sha256sum < /var/lib/rigforge/images/chain-check/patches/01-k64-test.patch") \
+        .startswith(PATCH_SHA256)
+    assert built.image_id(tag_for("three")) == ""
+
+
+def test_a_patch_that_does_not_fit_fails_the_build_naming_file_and_hunk(sandbox, built: ImageHost) -> None:
+    inventory = built.inventory(sandbox, "four", CONFLICT_SHA256, "conflict.patch")
+    result = run_pyinfra(inventory, IMAGES_DEPLOY, check=False)
+
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "image build: FAILED" in output
+    assert "jit/gemm/cutlass/generate_kernels.py: hunk 1 @@ -842,6 +842,10 @@ does not match" in output
+    plan = build_plan(load_profile("sandbox", overrides("four", CONFLICT_SHA256, "conflict.patch")))
+    assert plan is not None and built.image_id(plan.tag) == ""
+    assert "does not match" in built.sh(f"cat {plan.log_path}")
