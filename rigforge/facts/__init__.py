@@ -15,6 +15,7 @@ NvidiaUvmParams    dict nvidia_uvm parameters           None (module not loaded)
 KernelCmdline      tuple of kernel parameters           ()
 IommuState         IommuStatus (mode, groups)           mode "unknown"
 PciAcs             AcsReport (ports with ACS)           None (lspci missing)
+NvidiaPciGpus      PciGpuReport (GPUs on the PCI bus)   empty gpus (no NVIDIA GPU)
 CpuGovernors       dict cpu -> governor                 None (no cpufreq)
 NumaLayout         tuple of NumaNode                    ()
 ================== ==================================== =====================================
@@ -40,6 +41,7 @@ from rigforge.facts.host import (
     cmdline_value,
 )
 from rigforge.facts.pci import AcsPort, AcsReport, PciAcs
+from rigforge.facts.pci_gpus import NvidiaPciGpus, PciGpu, PciGpuReport
 from rigforge.facts.topology import GpuTopology, NvidiaTopology, link_class, link_rank, worst_gpu_link
 
 __all__ = [
@@ -59,9 +61,12 @@ __all__ = [
     "NvidiaDriverParams",
     "NvidiaGpus",
     "NvidiaLoadedDriver",
+    "NvidiaPciGpus",
     "NvidiaTopology",
     "NvidiaUvmParams",
     "PciAcs",
+    "PciGpu",
+    "PciGpuReport",
     "cmdline_has",
     "cmdline_value",
     "link_class",

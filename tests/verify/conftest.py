@@ -2,6 +2,7 @@
 
     pytest --hosts=paramiko://rig2x-a tests/verify                       # a real rig (ssh config / agent)
     pytest --hosts=paramiko://sandbox-1 --ssh-config=.sandbox/ssh_config tests/verify
+    pytest --hosts=local:// --profile 2x-pix tests/verify/test_gpus.py     # a machine never provisioned
 
 The profile is the one the rig records in /etc/rigforge/profile.json, loaded from this checkout's
 inventory/profiles (so a rig provisioned from an older profile shows up as a hash mismatch); ``--profile NAME``
@@ -34,9 +35,16 @@ def applied(host) -> dict:
 
 
 @pytest.fixture(scope="module")
-def profile(request: pytest.FixtureRequest, applied: dict) -> Profile:
-    """The profile to verify against, as this checkout defines it (with the rig's recorded overrides)."""
-    name = request.config.getoption("--profile") or applied["profile"]
+def profile(request: pytest.FixtureRequest, host) -> Profile:
+    """The profile to verify against, as this checkout defines it (with the rig's recorded overrides).
+
+    With ``--profile NAME`` a host rigforge never provisioned (no record) is verified against that profile.
+    """
+    name = request.config.getoption("--profile")
+    if name and not host.file(RECORD).exists:
+        return load_profile(name)
+    applied = request.getfixturevalue("applied")
+    name = name or applied["profile"]
     if name == applied["profile"]:
         return Profile.model_validate(applied["settings"])
     return load_profile(name)

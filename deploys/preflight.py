@@ -1,0 +1,23 @@
+"""Read-only preflight: is each host what its profile says? One table per host, nothing changed.
+
+    pyinfra -y inventory/rig2x.py deploys/preflight.py                    # the table; exit 1 on a blocking failure
+    pyinfra inventory/rig2x.py deploys/preflight.py --dry                 # the same, as a dry run (also exits 1)
+    pyinfra -y inventory/rig2x.py deploys/preflight.py --data probe=true  # + GPU interconnect probe
+
+Columns: check | expected (from the profile) | found | verdict | fix. ``fail (blocking)`` rows are
+what no deploy can fix (missing or degraded GPUs, BAR1/ReBAR in the BIOS, GPU model, topology); a
+host with one is counted as failed and ``deploys/full.py`` changes nothing on it. ``warn`` rows are
+what the deploy changes (driver, kernel parameters, module options…) or advice.
+
+Switches (``--data key=value``, see rigforge/context.py):
+  skip_preflight=true   print the table but do not fail the host on blocking checks
+  probe=true            run the interconnect probe: P2P bandwidth/latency per GPU pair and all-reduce
+                        latency 8 KiB-1 MiB, each step under a hard timeout. It runs in the engine's
+                        image (container engines) or with python3; ``--data probe_python=PATH`` names
+                        the interpreter (a venv or system Python with PyTorch) instead.
+"""
+
+from rigforge.context import run_settings
+from roles import preflight
+
+preflight.apply_preflight(with_probe=run_settings().probe)
