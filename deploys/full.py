@@ -23,6 +23,13 @@ host.apply_host()
 # --- end host layer ---
 
 # --- container layer ---
+# The Docker engine with NVIDIA's container toolkit (daemon restarted only when the nvidia runtime must be
+# loaded), then the engine image: built under a content-hash tag only when an input changed (30-90 minutes
+# the first time), with the JIT cache volume emptied when the image changes. See deploys/images.py.
+from roles import container, images  # noqa: E402
+
+container.apply_container()
+images.apply_images()
 # --- end container layer ---
 
 # --- serving layer ---
