@@ -12,6 +12,11 @@ from rigforge.context import run_settings
 run_settings()
 
 # --- preflight ---
+# First: judge the host before anything changes; a blocking failure stops this host here
+# (--data skip_preflight=true reports it and goes on). See deploys/preflight.py.
+from roles import preflight  # noqa: E402
+
+preflight.apply_preflight()
 # --- end preflight ---
 
 # --- host layer ---
