@@ -41,4 +41,9 @@ images.apply_images()
 # --- end serving layer ---
 
 # --- bench ---
+# Last: measures the engine the layers above left running; a failed check or floor fails the deploy.
+if run_settings().bench:
+    from roles import bench
+
+    bench.apply_bench()
 # --- end bench ---

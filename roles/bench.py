@@ -1,0 +1,193 @@
+"""Bench role: the smoke benchmark, run on the rig against its own engine, judged on the controller.
+
+Two kinds of work, treated differently on purpose:
+
+- **State**: the client's code under ``/opt/rigforge/lib/rigforge`` and the results folder
+  ``/var/lib/rigforge/bench``. Managed files and folders like any other role's: a second run plans
+  nothing, ``--dry --diff`` shows every line that would change.
+- **Measurement**: running the client. A benchmark is not state to converge; it is evidence taken
+  each time a deploy executes. ``smoke_benchmark`` therefore yields its command only while pyinfra
+  *executes* (``state.is_executing``): when pyinfra plans (``--dry``, and the change detection
+  before a real run) it yields nothing, so ``pyinfra … --dry --json`` lists no change for it and the
+  "second run plans zero changes" gate holds, while every real run measures afresh. A real run
+  reports the op as executed, which is true: it measured.
+
+At run time the op reads the rig's versions from facts (driver, CUDA, engine image, weights
+manifest), writes the run's config, runs ``python3 -m rigforge.bench`` with the client's per-cell
+progress streamed into pyinfra's output, links ``latest.json``, downloads the raw JSON to
+``results/<host>/<stamp>/`` with ``summary.md`` and ``plot.png``, prints the table and the verdict
+against the profile's floors, and fails the deploy when the client exits non-zero or the verdict fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from io import StringIO
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+from pyinfra.api.host import Host
+from pyinfra.api.state import State
+from pyinfra.operations import files
+
+from rigforge.bench_plan import (
+    HOST_RESULTS_DIR,
+    RESULT_WRITTEN,
+    ControllerRunPaths,
+    RigVersions,
+    bench_base_url,
+    bench_config,
+    client_command,
+    controller_run_paths,
+    host_run_paths,
+    latest_link_command,
+    library_dirs,
+    library_files,
+    parse_exit_status,
+    results_root,
+    run_metadata,
+    run_stamp,
+)
+from rigforge.context import current_profile
+from rigforge.engines import REMOTE_LIB_DIR, image_ref
+from rigforge.facts.gpu import NvidiaGpus
+from rigforge.facts.weights import WeightsOnDisk
+from rigforge.operations.docker import DockerImageId
+from rigforge.operations.files import managed_file
+from rigforge.profile import Profile
+from rigforge.render import render
+from rigforge.report import Verdict, judge, render_markdown, render_plot
+
+
+@deploy("Bench")
+def apply_bench() -> None:
+    """Install the client, keep the results folder, and measure the engine (only when the deploy executes)."""
+    profile = current_profile()
+    for folder in host.loop(["/opt/rigforge", *library_dirs(), "/var/lib/rigforge", HOST_RESULTS_DIR]):
+        files.directory(name=f"Create {folder}", path=folder, mode="755", user="root", group="root")
+    for remote_path, source in host.loop(sorted(library_files().items())):
+        managed_file(
+            name=f"Install {remote_path}",
+            dest=remote_path,
+            content=render_library_file(profile, remote_path, source),
+        )
+    smoke_benchmark(
+        name=f"Smoke benchmark against {bench_base_url(profile)}",
+        profile=profile,
+        results_dir=str(results_root()),
+    )
+
+
+def render_library_file(profile: Profile, remote_path: str, source: str) -> str:
+    """One client module as installed: the managed-by header, then the source unchanged."""
+    source_name = PurePosixPath(remote_path).relative_to(REMOTE_LIB_DIR).as_posix()
+    return render("bench/client-module.py.j2", profile, source=source, source_name=source_name,
+                  lib_dir=REMOTE_LIB_DIR)
+
+
+@operation(is_idempotent=False)
+def smoke_benchmark(profile: Profile, results_dir: str):
+    """
+    Run the smoke benchmark on the rig and judge it; plans nothing, measures when the deploy executes.
+
+    + profile: the host's profile (bench workload, floors, engine address)
+    + results_dir: the controller folder that receives ``<host>/<stamp>/`` (default ``./results``)
+
+    **Example:**
+
+    .. code:: python
+
+        smoke_benchmark(name="Smoke benchmark", profile=current_profile(), results_dir="results")
+    """
+    if not state.is_executing:
+        host.noop("the benchmark measures when the deploy executes; planning never measures")
+        return
+    arguments = host.current_op_global_arguments or {}
+    connector = {key: value for key, value in arguments.items() if key in CONNECTOR_ARGUMENT_KEYS}
+    yield FunctionCommand(run_smoke_benchmark, (profile, Path(results_dir), connector), {})
+
+
+def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
+    """The rig's versions as its facts give them now (after every earlier role of this deploy ran)."""
+    gpus = bench_host.get_fact(NvidiaGpus)
+    weights = bench_host.get_fact(WeightsOnDisk, path=profile.model.path)
+    image = image_ref(profile)
+    manifest = weights.manifest
+    return RigVersions(
+        driver_version=gpus.driver_version,
+        cuda_driver_version=gpus.cuda_version,
+        gpus=tuple(gpu.name for gpu in gpus.gpus),
+        image_id=bench_host.get_fact(DockerImageId, ref=image) if image else None,
+        weights_revision=manifest.revision if manifest else None,
+        weights_origin=manifest.origin if manifest else None,
+        weights_sha256={entry.name: entry.sha256 for entry in manifest.files} if manifest else {},
+    )
+
+
+def run_smoke_benchmark(
+    state: State, host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any]
+) -> bool:
+    """Run the client on the rig, bring its result home, report it; False fails the operation."""
+    del state  # pyinfra passes it; the host carries everything needed here
+    stamp = run_stamp(datetime.now(timezone.utc))
+    paths = host_run_paths(stamp)
+    config = bench_config(profile, run_metadata(profile, host.name, read_versions(host, profile)))
+    if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
+        host.log(f"bench: could not write {paths.config}", logger.error)
+        return False
+    cells = len(config["concurrency"]) * len(config["input_tokens"])
+    host.log(f"bench: {cells} cells of {config['cell_seconds']:g} s against {config['base_url']} (run {stamp})")
+    _, output = host.run_shell_command(StringCommand(client_command(paths)), print_output=True, **connector)
+    exit_status = parse_exit_status(output.stdout_lines)
+    if exit_status not in RESULT_WRITTEN:
+        host.log(f"bench FAILED on {host.name}: the client exited {exit_status} without a result "
+                 f"(config {paths.config}):\n" + "\n".join(output.stderr_lines[-20:]), logger.error)
+        return False
+    host.run_shell_command(StringCommand(latest_link_command(paths)), **connector)
+    local = controller_run_paths(results_dir, host.name, stamp)
+    local.run_dir.mkdir(parents=True, exist_ok=True)
+    if not host.get_file(paths.result, str(local.result), **connector):
+        host.log(f"bench FAILED on {host.name}: could not download {paths.result}", logger.error)
+        return False
+    result = json.loads(local.result.read_text())
+    verdict = judge(result, profile.bench.floors)
+    write_reports(result, verdict, local)
+    for line in (render_markdown(result) + "\n" + verdict.render()).splitlines():
+        host.log(line)
+    passed = exit_status == 0 and verdict.passed
+    host.log(outcome_line(host.name, result, verdict, passed, local.run_dir),
+             logger.info if passed else logger.error)
+    return passed
+
+
+def write_reports(result: dict[str, Any], verdict: Verdict, local: ControllerRunPaths) -> None:
+    """``summary.md`` (table and verdict) and ``plot.png`` beside ``result.json``; move ``latest`` to this run."""
+    local.summary.write_text(render_markdown(result) + "\n## Verdict\n\n```\n" + verdict.render() + "\n```\n")
+    render_plot(result, local.plot)
+    point_latest(local)
+
+
+def point_latest(local: ControllerRunPaths) -> None:
+    """Make ``<root>/<host>/latest`` a relative link to this run's folder, replaced in one step."""
+    temporary = local.latest_link.with_name(local.latest_link.name + ".new")
+    if temporary.is_symlink() or temporary.exists():
+        temporary.unlink()
+    temporary.symlink_to(local.run_dir.name, target_is_directory=True)
+    os.replace(temporary, local.latest_link)
+
+
+def outcome_line(host_name: str, result: dict[str, Any], verdict: Verdict, passed: bool, run_dir: Path) -> str:
+    """The one-line summary: pass/fail, what failed by name, and where the files are."""
+    cells = result.get("cells", [])
+    ok_cells = sum(1 for cell in cells if cell.get("status") == "ok")
+    head = f"bench {'PASS' if passed else 'FAIL'} on {host_name}: {ok_cells}/{len(cells)} cells ok"
+    failed = list(result.get("failed_checks") or [])
+    failed += [line.name for line in verdict.lines if not line.passed and line.name.startswith("floor")]
+    if failed:
+        head += f", failed: {', '.join(failed[:8])}" + (" …" if len(failed) > 8 else "")
+    return f"{head}; results in {run_dir}"
