@@ -38,6 +38,13 @@ images.apply_images()
 # --- end container layer ---
 
 # --- serving layer ---
+# The model's weights, the engine, and its systemd service, (re)started only when one of them changed and
+# waited for until healthy. See deploys/serve.py.
+from roles import engine, service, weights  # noqa: E402
+
+weights.apply_weights()
+engine.apply_engine()
+service.apply_service()
 # --- end serving layer ---
 
 # --- bench ---

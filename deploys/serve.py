@@ -1,0 +1,22 @@
+"""Serve the profile's model: base, weights, the engine (image or native server) and its systemd service.
+
+    pyinfra inventory/sandbox.py deploys/serve.py --dry --diff   # see every change
+    pyinfra inventory/sandbox.py deploys/serve.py                # apply
+
+Ends with the server running under systemd and answering its health endpoint. On a GPU rig it expects
+the host and container layers in place (driver, Docker): deploys/full.py runs everything, with the same
+roles in its serving layer. Switches (``--data key=value``): verify_weights (re-hash every weights file
+and fetch again the ones that changed).
+"""
+
+from rigforge.context import run_settings
+from roles import base, engine, images, service, weights
+
+# Validate the run's switches before any operation is planned.
+run_settings()
+
+base.apply_base()
+weights.apply_weights()
+images.apply_images()  # container engines: build or pull the image; nothing for a native engine
+engine.apply_engine()
+service.apply_service()

@@ -1,0 +1,198 @@
+"""How each inference engine is launched: the argv of its process, grouped one flag per line.
+
+Python decides the words; ``templates/service/rigforge-engine.service.j2`` only lays them out. Every word
+that reaches the unit file goes through ``systemd_quote``, so a profile value can never split into two
+arguments, expand a variable or a ``%`` specifier.
+
+Example::
+
+    lines = exec_start_lines(launch_command(profile))   # ["/usr/bin/docker run", "--rm", ...]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rigforge.profile import Profile
+from rigforge.remote.llama_launcher import LAUNCHER_FLAGS
+from rigforge.render import flag_value
+
+UNIT_NAME = "rigforge-engine.service"
+CONTAINER_NAME = "rigforge-engine"
+DOCKER = "/usr/bin/docker"
+#: Written by the nccl role (plain KEY=VALUE lines, read by both systemd and ``docker --env-file``).
+ENGINE_ENV_FILE = "/etc/rigforge/engine.env"
+REMOTE_LIB_DIR = "/opt/rigforge/lib"
+LLAMA_VENV = "/opt/rigforge/llama-venv"
+LAUNCHER_PATH = f"{REMOTE_LIB_DIR}/llama_launcher.py"
+
+#: How each engine names the model, the name it serves it under, and the listen address.
+_MODEL_FLAGS: dict[str, dict[str, str]] = {
+    "sglang": {"model": "--model-path", "name": "--served-model-name", "host": "--host", "port": "--port"},
+    "vllm": {"model": "--model", "name": "--served-model-name", "host": "--host", "port": "--port"},
+    "llama.cpp": {"model": "--model", "name": "--alias", "host": "--host", "port": "--port"},
+}
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+
+Line = list[str]
+
+
+class EngineConfigError(ValueError):
+    """The profile asks for a launch the engine cannot take (e.g. a flag the launcher does not know)."""
+
+
+def systemd_quote(word: Any) -> str:
+    """Quote one argument for a unit file's ``ExecStart=``: double quotes, C escapes, ``$$`` and ``%%``.
+
+    systemd expands ``$VAR`` and ``%x`` specifiers and unescapes backslashes even inside quotes, so
+    POSIX single-quoting (``shlex.quote``) is not enough there.
+
+    >>> systemd_quote('{"method":"mtp"}')
+    '"{\\\\"method\\\\":\\\\"mtp\\\\"}"'
+    """
+    text = str(word)
+    if _PLAIN_WORD.fullmatch(text):
+        return text
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{escaped}"'
+
+
+def environment_lines(env: dict[str, str]) -> list[str]:
+    """``Environment=`` values for a unit: one quoted ``KEY=value`` each (no ``$`` expansion happens there).
+
+    >>> environment_lines({"A": "x y", "B": "50%"})
+    ['"A=x y"', '"B=50%%"']
+    """
+    return ['"' + f"{key}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
+            for key, value in env.items()]
+
+
+def image_ref(profile: Profile) -> str | None:
+    """The image the service runs (None for a native engine).
+
+    ``engine.image`` as named, or the content-hashed tag the images role builds ``engine.build`` under
+    (``rigforge.images.image_ref``): a changed build gives a new tag, so the unit changes with it.
+    """
+    if profile.engine.native is not None:
+        return None
+    from rigforge.images import image_ref as container_image  # the build plan renders Dockerfile templates
+
+    return container_image(profile)
+
+
+def model_location(profile: Profile) -> str:
+    """What the engine is given as its model: the weights folder, or the GGUF file for llama.cpp."""
+    model = profile.model
+    if profile.engine.kind == "llama.cpp":
+        if not model.files:
+            raise EngineConfigError("llama.cpp needs model.files naming the GGUF file to serve")
+        return f"{model.path}/{model.files[0].name}"
+    return model.path
+
+
+def flag_lines(flags: dict[str, Any]) -> list[Line]:
+    """Profile flags as lines: ``true`` is a bare flag, ``false`` leaves it out, mappings become JSON."""
+    lines: list[Line] = []
+    for flag, value in flags.items():
+        if value is True:
+            lines.append([flag])
+        elif value is not False:
+            lines.append([flag, flag_value(value)])
+    return lines
+
+
+def engine_lines(profile: Profile) -> list[Line]:
+    """The engine's own arguments: model, served name, listen address, then the profile's flags."""
+    engine = profile.engine
+    names = _MODEL_FLAGS[engine.kind]
+    lines = [
+        [names["model"], model_location(profile)],
+        [names["name"], engine.served_model_name],
+        [names["host"], engine.host],
+        [names["port"], str(engine.port)],
+    ]
+    reserved = set(names.values())
+    clashing = sorted(reserved & set(engine.flags))
+    if clashing:
+        raise EngineConfigError(
+            f"engine.flags must not set {', '.join(clashing)}: they come from model.path, "
+            "engine.served_model_name, engine.host and engine.port"
+        )
+    return lines + flag_lines(engine.flags)
+
+
+def native_lines(profile: Profile) -> list[Line]:
+    """The llama.cpp launcher run from the engine venv, with the native server's sizing."""
+    native = profile.engine.native
+    if native is None or profile.engine.kind != "llama.cpp":
+        raise EngineConfigError("only llama.cpp runs natively (engine.native)")
+    unknown = sorted(set(profile.engine.flags) - set(LAUNCHER_FLAGS))
+    if unknown:
+        raise EngineConfigError(
+            f"engine.flags {', '.join(unknown)} are not known to the llama.cpp launcher "
+            f"(known: {', '.join(sorted(LAUNCHER_FLAGS))})"
+        )
+    return [
+        [f"{LLAMA_VENV}/bin/python", LAUNCHER_PATH],
+        *engine_lines(profile)[:4],
+        ["--threads", str(native.threads)],
+        ["--parallel", str(native.parallel)],
+        ["--ctx-size", str(native.context)],
+        *flag_lines(profile.engine.flags),
+    ]
+
+
+def docker_lines(profile: Profile) -> list[Line]:
+    """``docker run`` with the seed flags (rig-facts §1.8), the env file, the volumes, then the image."""
+    docker = profile.engine.docker
+    image = image_ref(profile)
+    if docker is None or image is None:
+        raise EngineConfigError("container engines need engine.docker and an image (engine.image or engine.build)")
+    model_dir = profile.model.path
+    lines: list[Line] = [
+        [DOCKER, "run"],
+        ["--rm"],
+        ["--name", CONTAINER_NAME],
+        # Never pull at service start: the engine role put the image there; a missing one is an error.
+        ["--pull", "never"],
+        ["--gpus", docker.gpus if docker.gpus == "all" else f'"{docker.gpus}"'],
+        [f"--ipc={docker.ipc}"],
+        [f"--shm-size={docker.shm_size}"],
+        *[["--ulimit", f"{name}={limit}"] for name, limit in docker.ulimits.items()],
+        [f"--network={docker.network}"],
+        ["--env-file", ENGINE_ENV_FILE],
+        *[["-e", f"{name}={value}"] for name, value in profile.engine.env.items()],
+        *[["-v", f"{source}:{target}"] for source, target in docker.volumes.items()],
+        ["-v", f"{model_dir}:{model_dir}:ro"],
+    ]
+    if profile.nccl is not None and profile.nccl.graph_xml:
+        lines.append(["-v", f"{profile.nccl.graph_path}:{profile.nccl.graph_path}:ro"])
+    lines.append([image])
+    if profile.engine.command:
+        lines.append(list(profile.engine.command))
+    return lines + engine_lines(profile)
+
+
+def launch_command(profile: Profile) -> list[Line]:
+    """The full argv of the engine process, one line per flag (with its value)."""
+    if profile.engine.native is not None:
+        return native_lines(profile)
+    return docker_lines(profile)
+
+
+def launch_argv(profile: Profile) -> list[str]:
+    """The argv as one flat list (what the process receives)."""
+    return [word for line in launch_command(profile) for word in line]
+
+
+def exec_start_lines(lines: list[Line]) -> list[str]:
+    """Each line's words quoted for ``ExecStart=``; the template joins them with line continuations."""
+    return [" ".join(systemd_quote(word) for word in line) for line in lines]
+
+
+def health_url(profile: Profile) -> str:
+    """Where the service role polls after a (re)start; a server bound to all interfaces is asked locally."""
+    host = "127.0.0.1" if profile.engine.host == "0.0.0.0" else profile.engine.host
+    return f"http://{host}:{profile.engine.port}/health"

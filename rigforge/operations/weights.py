@@ -1,0 +1,254 @@
+"""Operations that put model weights on a rig: verified, resumable, recorded in a manifest.
+
+Each operation reads ``WeightsOnDisk`` when it runs (sizes and mtimes, never contents), so a converged
+host costs one ``find`` and changes nothing. The rig-side work (hashing, renaming, the manifest, disk
+space, downloads) is done by ``weights_tool.py``, uploaded beside ``fetch.py`` by the weights role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import posixpath
+from collections.abc import Iterator
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
+from pyinfra.facts.files import File, Sha256File
+
+from rigforge.facts.weights import PART_SUFFIX, WeightsOnDisk, WeightsState
+from rigforge.profile import Model, ModelFile
+
+#: Bytes sent per upload command; a killed transfer loses at most one chunk.
+UPLOAD_CHUNK_BYTES = 32 * 1024 * 1024
+GB = 1e9
+
+
+def fail(message: str) -> StringCommand:
+    """A command that stops the operation on the host with ``message`` on stderr."""
+    return StringCommand("echo", QuoteString(message), ">&2;", "exit", "1")
+
+
+def tool_command(python: str, tool: str, *args: str | int) -> StringCommand:
+    """``python weights_tool.py ARGS`` with every argument quoted."""
+    return StringCommand(QuoteString(python), QuoteString(tool), *[QuoteString(str(arg)) for arg in args])
+
+
+def missing_files(model: Model, state: WeightsState) -> list[ModelFile]:
+    """The profile's files that are not in the manifest (with their sha256) unchanged on disk."""
+    return [wanted for wanted in model.files if not state.verified(wanted.name, wanted.sha256)]
+
+
+def space_needed(model: Model, state: WeightsState, missing: list[ModelFile]) -> tuple[int, int, int]:
+    """(bytes still to store, bytes expected in all, bytes already there) for the disk-space check.
+
+    The expectation is the larger of ``model.size_gb`` and the sum of the known file sizes; what is
+    already complete or partly transferred counts as present.
+    """
+    expected = max(int(model.size_gb * GB), sum(f.size for f in model.files))
+    complete = sum(f.size for f in model.files if f not in missing)
+    partial = sum(min(state.part_size(f.name), f.size) for f in missing)
+    present = complete + partial
+    return max(expected - present, 0), expected, present
+
+
+@operation()
+def verify_weights(path: str, tool: str, python: str = "python3"):
+    """
+    Re-hash every file the manifest records; delete and un-record the corrupt ones (fetched again next).
+
+    + path: the model folder
+    + tool: path of weights_tool.py on the rig
+    + python: interpreter that runs it
+
+    **Example:**
+
+    .. code:: python
+
+        verify_weights(name="Re-hash the weights", path="/srv/models/x", tool="/opt/rigforge/lib/weights_tool.py")
+    """
+    state = host.get_fact(WeightsOnDisk, path=path)
+    if state.manifest is None or not state.manifest.files:
+        host.noop(f"{path}: no recorded weights to verify")
+        return
+    recorded = {entry.name for entry in state.manifest.files}
+    yield tool_command(python, tool, "verify", "--dir", path)
+    after = host.get_fact(WeightsOnDisk, path=path).manifest
+    corrupt = sorted(recorded - {entry.name for entry in (after.files if after else ())})
+    host.log(f"verified {len(recorded)} file(s) in {path}: {len(corrupt)} corrupt"
+             + (f" ({', '.join(corrupt)}), fetched again next" if corrupt else ""))
+
+
+@operation()
+def weights_from_files(model: Model, tool: str, python: str = "python3",
+                       chunk_bytes: int = UPLOAD_CHUNK_BYTES):
+    """
+    Bring the profile's listed files to ``model.path`` from a local file (upload) or an HTTP mirror.
+
+    + model: the profile's model section (source ``local`` or ``mirror``, with ``files``)
+    + tool: path of weights_tool.py on the rig (fetch.py beside it for the mirror)
+    + python: interpreter that runs it
+    + chunk_bytes: upload chunk size (local source)
+
+    A file already at its final name but not recorded is hashed once and kept or deleted. Local uploads
+    append chunks to ``<file>.part`` and continue from its size after an interruption; mirror downloads
+    resume through fetch.py. Disk space is checked before the first byte moves.
+
+    **Example:**
+
+    .. code:: python
+
+        weights_from_files(name="Weights", model=profile.model, tool="/opt/rigforge/lib/weights_tool.py")
+    """
+    state = host.get_fact(WeightsOnDisk, path=model.path)
+    missing = missing_files(model, state)
+    if not missing:
+        host.noop(f"{model.path}: {len(model.files)} file(s) recorded in the manifest and unchanged")
+        return
+    unrecorded = [f for f in missing if f.name in state.files]
+    for wanted in unrecorded:
+        yield tool_command(python, tool, "adopt", "--dir", model.path, "--name", wanted.name,
+                           "--sha256", wanted.sha256, "--size", wanted.size, "--source", model.source,
+                           "--origin", _origin(model))
+    if unrecorded:
+        state = host.get_fact(WeightsOnDisk, path=model.path)
+        missing = missing_files(model, state)
+    if not missing:
+        return
+    need, expected, present = space_needed(model, state, missing)
+    yield tool_command(python, tool, "check-space", "--path", model.path, "--need", need,
+                       "--expected", expected, "--present", present)
+    for wanted in missing:
+        if model.source == "mirror":
+            url = f"{(model.mirror_url or '').rstrip('/')}/{wanted.name}"
+            yield tool_command(python, tool, "mirror", "--dir", model.path, "--name", wanted.name,
+                               "--sha256", wanted.sha256, "--size", wanted.size, "--url", url)
+        else:
+            yield from _upload(model, wanted, state.part_size(wanted.name), tool, python, chunk_bytes)
+
+
+def _origin(model: Model) -> str:
+    if model.source == "mirror":
+        return model.mirror_url or ""
+    return os.path.basename(model.local_path or "")
+
+
+def _upload(model: Model, wanted: ModelFile, offset: int, tool: str, python: str,
+            chunk_bytes: int) -> Iterator[StringCommand | FileUploadCommand]:
+    """Append the rest of a local file to ``<dest>.part`` chunk by chunk, then verify and rename it."""
+    source = os.path.join(model.local_path or "", wanted.name) if os.path.isdir(model.local_path or "") \
+        else model.local_path or ""
+    if not os.path.isfile(source) or os.path.getsize(source) != wanted.size:
+        found = f"{os.path.getsize(source)} bytes" if os.path.isfile(source) else "no such file"
+        yield fail(f"model.local_path {source}: {found} on this machine, the profile says {wanted.size} bytes")
+        return
+    dest = f"{model.path}/{wanted.name}"
+    part, chunk_path = dest + PART_SUFFIX, dest + ".chunk"
+    if offset > wanted.size:
+        offset = 0  # longer than the file: nothing in it can be trusted
+        yield StringCommand("truncate", "-s", "0", QuoteString(part))
+    if offset:
+        host.log(f"{wanted.name}: resuming the upload at {offset / 1e6:.1f} of {wanted.size / 1e6:.1f} MB")
+    step = max(wanted.size // 10, 1)
+    reported = offset
+    with open(source, "rb") as local:
+        local.seek(offset)
+        while offset < wanted.size:
+            block = local.read(chunk_bytes)
+            yield FileUploadCommand(io.BytesIO(block), chunk_path, remote_temp_filename=chunk_path)
+            # Appending only whole uploaded chunks keeps .part a prefix of the file, whatever is killed when.
+            yield StringCommand("cat", QuoteString(chunk_path), ">>", QuoteString(part), "&&",
+                                "rm", "-f", QuoteString(chunk_path))
+            offset += len(block)
+            if offset - reported >= step or offset == wanted.size:
+                host.log(f"{wanted.name}: uploaded {offset / 1e6:.1f} of {wanted.size / 1e6:.1f} MB")
+                reported = offset
+    yield tool_command(python, tool, "finish", "--dir", model.path, "--name", wanted.name,
+                       "--sha256", wanted.sha256, "--size", wanted.size, "--source", model.source,
+                       "--origin", _origin(model))
+
+
+@operation()
+def weights_from_hub(model: Model, tool: str, python: str, token_file: str):
+    """
+    Bring ``model.path`` to the pinned Hugging Face revision (``repo_id``, ``revision``, ``allow_patterns``).
+
+    + model: the profile's model section (source ``huggingface``)
+    + tool: path of weights_tool.py on the rig (hf_source.py beside it)
+    + python: the huggingface_hub venv's interpreter
+    + token_file: env file with ``HF_TOKEN=`` (mode 0600); read by the tool, never passed on a command line
+
+    Does nothing while the manifest records this repo, revision and patterns and every recorded file is
+    unchanged on disk: the hub is not asked again for a pinned revision.
+
+    **Example:**
+
+    .. code:: python
+
+        weights_from_hub(name="Weights", model=profile.model, tool=TOOL, python=HF_PYTHON, token_file=TOKEN)
+    """
+    state = host.get_fact(WeightsOnDisk, path=model.path)
+    manifest = state.manifest
+    same_source = manifest is not None and (manifest.source, manifest.origin, manifest.revision,
+                                            manifest.allow_patterns) == (
+        "huggingface", model.repo_id, model.revision, tuple(model.allow_patterns))
+    if same_source and state.all_recorded_verified():
+        host.noop(f"{model.path}: {model.repo_id}@{model.revision} recorded in the manifest and unchanged")
+        return
+    expected = int(model.size_gb * GB)
+    present = sum(f.size for f in state.files.values())
+    yield tool_command(python, tool, "check-space", "--path", model.path, "--need", max(expected - present, 0),
+                       "--expected", expected, "--present", present)
+    args: list[str] = ["hf-download", "--dir", model.path, "--repo", model.repo_id or "",
+                       "--revision", model.revision or "", "--token-file", token_file]
+    for pattern in model.allow_patterns:
+        args += ["--allow", pattern]
+    yield tool_command(python, tool, *args)
+
+
+@operation()
+def secret_env_file(dest: str, variable: str, local_file: str | None = None):
+    """
+    Write ``VARIABLE=<secret>`` to ``dest`` (mode 0600, folder 0700), the secret read on this machine.
+
+    + dest: env file on the rig
+    + variable: the variable name, also the environment variable it is read from here
+    + local_file: a file on this machine holding the secret (first line), read instead of the environment
+
+    The secret never appears in arguments, logs or diffs: it is read inside the operation and compared
+    by sha256. Without a secret here nothing is written (public repositories need none).
+
+    **Example:**
+
+    .. code:: python
+
+        secret_env_file(name="HF token", dest="/etc/rigforge/secrets/hf.env", variable="HF_TOKEN")
+    """
+    secret = _read_secret(variable, local_file)
+    if not secret:
+        host.noop(f"no {variable} given on this machine; {dest} left as it is")
+        return
+    content = f"{variable}={secret}\n"
+    wanted = hashlib.sha256(content.encode()).hexdigest()
+    current = host.get_fact(File, path=dest)
+    if current and host.get_fact(Sha256File, path=dest) == wanted and _mode(current) == 0o600:
+        host.noop(f"{dest} is up to date")
+        return
+    folder = posixpath.dirname(dest)
+    temp = f"{dest}.rigforge-new"
+    yield StringCommand("install", "-d", "-m", "700", QuoteString(folder))
+    yield StringCommand("install", "-m", "600", "/dev/null", QuoteString(temp))
+    yield FileUploadCommand(io.StringIO(content), temp, remote_temp_filename=temp)
+    yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
+
+
+def _read_secret(variable: str, local_file: str | None) -> str:
+    if local_file:
+        with open(os.path.expanduser(local_file), encoding="utf-8") as handle:
+            return handle.readline().strip()
+    return os.environ.get(variable, "").strip()
+
+
+def _mode(info: dict) -> int:
+    return int(str(info.get("mode")), 8) if info.get("mode") is not None else -1

@@ -1,0 +1,105 @@
+"""Service role: one systemd unit for the engine, generated from the profile, (re)started only when needed.
+
+The unit runs ``docker run`` with the seed flags or the native launcher, one flag per line, reads the
+nccl role's env file, and restarts on failure. It is restarted when the unit, the env file, the image
+(or engine install) or the weights changed — once, whatever changed — and the role then waits for the
+health endpoint, printing the journal and failing the deploy when it does not answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import files
+
+from rigforge.context import current_profile
+from rigforge.engines import (
+    CONTAINER_NAME,
+    DOCKER,
+    ENGINE_ENV_FILE,
+    LAUNCHER_PATH,
+    UNIT_NAME,
+    environment_lines,
+    exec_start_lines,
+    health_url,
+    image_ref,
+    launch_command,
+)
+from rigforge.operations.files import managed_file
+from rigforge.operations.service import engine_service, file_unless_present
+from rigforge.profile import Profile
+from rigforge.render import render
+from roles.weights import manifest_path
+
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+DROPIN_DIR = f"{UNIT_PATH}.d"
+DROPIN_PATH = f"{DROPIN_DIR}/inputs.conf"
+WAIT_SCRIPT = "/opt/rigforge/bin/rigforge-wait-healthy"
+
+
+def render_unit(profile: Profile) -> str:
+    """The text of ``rigforge-engine.service`` for a profile."""
+    container = profile.engine.native is None
+    return render(
+        "service/rigforge-engine.service.j2",
+        profile,
+        container=container,
+        docker=DOCKER,
+        container_name=CONTAINER_NAME,
+        env_file=ENGINE_ENV_FILE,
+        # A container gets the engine's variables with -e; a native process from the unit.
+        environment=[] if container else environment_lines(profile.engine.env),
+        exec_lines=exec_start_lines(launch_command(profile)),
+    )
+
+
+def engine_inputs(profile: Profile, unit: str) -> dict[str, str]:
+    """What the engine starts from that is known here: the unit text and the native engine install."""
+    inputs = {"unit": hashlib.sha256(unit.encode()).hexdigest()}
+    if profile.engine.native is not None:
+        inputs["package"] = profile.engine.native.package
+        launcher = render_launcher(profile)
+        inputs[LAUNCHER_PATH] = hashlib.sha256(launcher.encode()).hexdigest()
+    return inputs
+
+
+def render_launcher(profile: Profile) -> str:
+    """The launcher file exactly as the engine role installs it."""
+    from roles.weights import REMOTE_SOURCES
+
+    source = (REMOTE_SOURCES / "llama_launcher.py").read_text()
+    return render("engine/remote-script.py.j2", profile, source=source, source_name="llama_launcher.py")
+
+
+@deploy("Service")
+def apply_service() -> None:
+    """Write the engine unit, keep it enabled and running with its current inputs, and wait until healthy."""
+    profile = current_profile()
+    container = profile.engine.native is None
+    unit = render_unit(profile)
+    if container:
+        file_unless_present(name=f"Engine env file {ENGINE_ENV_FILE} (the nccl role fills it)",
+                            dest=ENGINE_ENV_FILE, content=render("service/engine.env.j2", profile), mode="640")
+        docker = profile.engine.docker
+        host_dirs = sorted(source for source in (docker.volumes if docker else {}) if source.startswith("/"))
+        for folder in host.loop(host_dirs):
+            files.directory(name=f"Create {folder}", path=folder, mode="755", user="root", group="root")
+    files.directory(name="Create /opt/rigforge/bin", path="/opt/rigforge/bin", mode="755", user="root", group="root")
+    managed_file(name=f"Install {WAIT_SCRIPT}", dest=WAIT_SCRIPT,
+                 content=render("service/wait-healthy.sh.j2", profile), mode="755")
+    managed_file(name=f"Write {UNIT_PATH}", dest=UNIT_PATH, content=unit)
+    engine_service(
+        name=f"Run {UNIT_NAME}",
+        unit=UNIT_NAME,
+        dropin=DROPIN_PATH,
+        render_dropin=lambda digest: render("service/inputs.conf.j2", profile, digest=digest,
+                                            env_file=ENGINE_ENV_FILE),
+        inputs=engine_inputs(profile, unit),
+        watched_files=[ENGINE_ENV_FILE, manifest_path(profile)],
+        image=image_ref(profile) if container else None,
+        health_url=health_url(profile),
+        health_timeout_s=profile.engine.health_timeout_s,
+        wait_script=WAIT_SCRIPT,
+    )

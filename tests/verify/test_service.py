@@ -1,0 +1,33 @@
+"""What the service role promises: the engine unit as the profile renders it, enabled, running with its
+current inputs, answering its health endpoint and serving the profile's model name."""
+
+from __future__ import annotations
+
+import json
+
+from rigforge.engines import UNIT_NAME, health_url
+from rigforge.facts.service import EngineService, parse_service_state
+from rigforge.profile import Profile
+from roles.service import DROPIN_PATH, UNIT_PATH, render_unit
+
+
+def test_unit_is_the_profiles(host, profile: Profile) -> None:
+    unit = host.file(UNIT_PATH)
+    assert unit.content_string == render_unit(profile), f"{UNIT_PATH} differs from what the profile renders"
+    assert (unit.user, unit.mode) == ("root", 0o644)
+
+
+def test_service_enabled_running_with_its_current_inputs(host) -> None:
+    state = parse_service_state(host.check_output(EngineService().command(UNIT_NAME)))
+    assert state.enabled and state.running, f"{UNIT_NAME}: {state.active_state} ({state.sub_state})"
+    dropin = host.file(DROPIN_PATH).content_string
+    wanted = next(line.split("=", 2)[2] for line in dropin.splitlines() if line.startswith("Environment="))
+    assert state.running_inputs == wanted, "the engine runs with other inputs than its drop-in names"
+    assert not state.needs_daemon_reload
+
+
+def test_health_and_served_model(host, profile: Profile) -> None:
+    assert host.run(f"curl -fsS -o /dev/null --max-time 10 {health_url(profile)}").rc == 0
+    models_url = health_url(profile).removesuffix("/health") + "/v1/models"
+    models = json.loads(host.check_output(f"curl -fsS --max-time 10 {models_url}"))
+    assert profile.engine.served_model_name in [model["id"] for model in models["data"]]
