@@ -41,6 +41,7 @@ from rigforge.sandbox_docker import (
     has_docker_socket,
     inspect_container,
     published_port,
+    trust_machine_cas,
 )
 from rigforge.sandbox_image import build_image
 from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, ssh_login_works, update_known_hosts
@@ -153,6 +154,7 @@ def _up(names: list[str], state_dir: Path, mount_docker_socket: bool,
         host, actions[name] = _start_host(name, image, mount_docker_socket, (ports or {}).get(name))
         state.hosts = [h for h in state.hosts if h.name != name] + [host]
         _install_authorized_key(host, public_key)
+        trust_machine_cas(host.container)
     for name in actions:
         host = state.host(name)
         system = _boot_and_record(host, state)

@@ -199,3 +199,25 @@ def create_container(name: str, image: str, mount_docker_socket: bool, port: int
         docker("rm", "-f", container_name(name), check=False)  # created, but could not bind its port
         port = None
     raise SandboxError(f"no free loopback port found for {name}")
+
+
+#: Extra certificate authorities this machine trusts (e.g. an egress proxy's): a sandbox host must trust
+#: them too, or it cannot reach the package registries this machine reaches.
+MACHINE_CA_DIR = Path("/usr/local/share/ca-certificates")
+
+_TRUST_SYSTEM_STORE = (
+    "update-ca-certificates >/dev/null 2>&1 && "
+    # pip in a venv uses its own certifi bundle; point it at the system store that now holds the extra CAs.
+    "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf"
+)
+
+
+def trust_machine_cas(container: str) -> int:
+    """Copy this machine's extra CA certificates into ``container`` and trust them; return how many."""
+    certs = sorted(MACHINE_CA_DIR.glob("*.crt")) if MACHINE_CA_DIR.is_dir() else []
+    if not certs:
+        return 0
+    for cert in certs:
+        docker("cp", str(cert), f"{container}:/usr/local/share/ca-certificates/{cert.name}", timeout=30)
+    docker("exec", container, "sh", "-c", _TRUST_SYSTEM_STORE, timeout=60)
+    return len(certs)
