@@ -75,9 +75,11 @@ class DockerEngine(FactBase[EngineState]):
 
     def command(self) -> str:
         # The API is asked before systemctl: a socket-activated docker.service is started by the question.
+        # curl reaches the socket without the CLI (a mounted socket); the CLI answers where curl is missing.
         return (
             'echo "cli=$(command -v docker || true)"; '
-            f'echo "info=$(curl -sf --max-time 10 --unix-socket {DOCKER_SOCKET} http://localhost/info || true)"; '
+            f'echo "info=$(curl -sf --max-time 10 --unix-socket {DOCKER_SOCKET} http://localhost/info '
+            "|| docker info --format '{{json .}}' 2>/dev/null || true)\"; "
             'echo "systemd=$(systemctl is-active docker.service 2>/dev/null || true)"'
         )
 
@@ -236,7 +238,7 @@ def image_pulled(ref: str):
     if host.get_fact(DockerImageId, ref=ref):
         host.noop(f"image {ref} is present")
         return
-    yield StringCommand("docker", "pull", QuoteString(ref))
+    yield LiveOutputCommand("docker", "pull", QuoteString(ref))
 
 
 @operation()

@@ -47,3 +47,18 @@ def test_configured_runtimes_from_daemon_json() -> None:
     assert configured_runtimes('{"log-driver": "journald"}') == ()
     assert configured_runtimes('{"runtimes": {"nvidia": {}, "crun": {}}}') == ("crun", "nvidia")
     assert configured_runtimes("{not json") is None
+
+
+def test_toolkit_repo_url_for_the_host() -> None:
+    from pyinfra.facts.server import LinuxDistribution
+
+    from roles.container import distro_name, repo_url
+
+    # os-release captured on the lent GPU machine (Ubuntu 24.04), through pyinfra's own fact parser.
+    os_release = (FIXTURES.parent / "gpu" / "nvidia-h100-x1" / "os-release.txt").read_text().splitlines()
+    ubuntu = LinuxDistribution().process(["/etc/os-release", *os_release, "---"])
+    assert distro_name(ubuntu) == "ubuntu2404"
+    assert distro_name({"name": "Debian", "major": 12, "release_meta": {"ID": "debian", "VERSION_ID": "12"}}) == \
+        "debian12"
+    assert repo_url("https://nvidia.github.io/libnvidia-container/stable/deb/{arch}/", "amd64", "ubuntu2404") == \
+        "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
