@@ -5,9 +5,6 @@
   (then the test kills pyinfra) — no timing race.
 - ``watch_file``: a transient unit on the host that logs every open/read of one file (inotify), to prove
   that a run did not read (hash, copy) the weights.
-- ``trust_machine_cas``: lets the host's pip reach PyPI through this machine's egress (a TLS-inspecting
-  proxy with its own CA on the CI machines): the machine's extra CA certificates are added to the host's
-  store and pip is pointed at it. A rig has its own network; this is test-host plumbing only.
 """
 
 from __future__ import annotations
@@ -20,8 +17,6 @@ import time
 from pathlib import Path
 
 from rigforge.sandbox import SandboxHost, exec_in
-
-MACHINE_CAS = Path("/usr/local/share/ca-certificates")
 
 
 class SshProxy:
@@ -96,15 +91,6 @@ def proxied_inventory(path: Path, state_dir: Path, host: SandboxHost, proxy: Ssh
         f"names={[host.name]!r})]\n"
     )
     return path
-
-
-def trust_machine_cas(host: SandboxHost) -> None:
-    """Add this machine's extra CA certificates to the host and point pip at the system store."""
-    for cert in sorted(MACHINE_CAS.glob("*.crt")):
-        exec_in(host, f"cat > /usr/local/share/ca-certificates/{cert.name}", input_text=cert.read_text())
-    done = exec_in(host, "update-ca-certificates >/dev/null 2>&1; "
-                         "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
-    assert done.returncode == 0, done.stderr
 
 
 _WATCHER = r"""

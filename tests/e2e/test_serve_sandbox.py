@@ -41,7 +41,6 @@ from tests.e2e.serve_helpers import (
     known_hosts_for_port,
     proxied_inventory,
     service_show,
-    trust_machine_cas,
     watch_file,
     watched_events,
 )
@@ -78,7 +77,6 @@ def served(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tmp = tmp_path_factory.mktemp("serve")
     model = ensure_gemma(REPO_ROOT / ".cache" / "models")
     host = sandbox.fresh_host("serve")
-    trust_machine_cas(host)
     overrides = {"model": {"local_path": str(model)}}
     inventory = sandbox.write_inventory(tmp / "inventory.py", [host], "sandbox", overrides)
     yield Served(sandbox, host, overrides, inventory, tmp)
