@@ -154,10 +154,10 @@ def _up(names: list[str], state_dir: Path, mount_docker_socket: bool,
         host, actions[name] = _start_host(name, image, mount_docker_socket, (ports or {}).get(name))
         state.hosts = [h for h in state.hosts if h.name != name] + [host]
         _install_authorized_key(host, public_key)
-        trust_machine_cas(host.container)
     for name in actions:
         host = state.host(name)
         system = _boot_and_record(host, state)
+        trust_machine_cas(host.container)
         print(f"sandbox: {name} {actions[name]}, systemd {system}, ssh on 127.0.0.1:{host.port}", flush=True)
     save_state(state_dir, state)
     counts = ", ".join(f"{list(actions.values()).count(a)} {a}" for a in sorted(set(actions.values())))

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
-from serve_helpers import trust_machine_cas
 
 from rigforge.bench_plan import RESULTS_DIR_VARIABLE
 from rigforge.sandbox import SandboxHost, exec_in
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
     from conftest import Sandbox
 
 SMOKE_OP = "Bench | Smoke benchmark against http://127.0.0.1:8080"
-METRICS_ON = {"engine": {"flags": {"--metrics": True}}}
-
 
 @dataclass(frozen=True)
 class ServedHost:
@@ -48,7 +45,6 @@ def model_overrides(path: Path) -> dict[str, Any]:
     """Profile overrides that make the host serve ``path`` (uploaded by the weights role, verified by sha256)."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return {
-        **METRICS_ON,
         "model": {"source": "local", "local_path": str(path), "path": f"/srv/models/{path.stem}", "size_gb": 0.1,
                   "files": [{"name": path.name, "sha256": digest, "size": path.stat().st_size}]},
         # One cell is enough to show a broken model failing by name.
@@ -62,8 +58,7 @@ def served(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     ensure_gemma(REPO_ROOT / ".sandbox" / "models")  # the sandbox profile's model.local_path
     work = tmp_path_factory.mktemp("bench-deploy")
     host = sandbox.fresh_host("bench")
-    trust_machine_cas(host)  # this machine's TLS-inspecting egress; test-host plumbing only
-    inventory = sandbox.write_inventory(work / "inventory.py", [host], "sandbox", METRICS_ON)
+    inventory = sandbox.write_inventory(work / "inventory.py", [host], "sandbox")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(RESULTS_DIR_VARIABLE, str(work / "results"))
         run_pyinfra(inventory, "deploys/serve.py")

@@ -31,7 +31,7 @@ def test_sandbox_runs_the_launcher_from_the_engine_venv() -> None:
     argv = launch_argv(load_profile("sandbox"))
     assert argv[:2] == [f"{LLAMA_VENV}/bin/python", LAUNCHER_PATH]
     assert argv[2:] == ["--model", GGUF, "--alias", "gemma-3-270m", "--host", "127.0.0.1", "--port", "8080",
-                        "--threads", "2", "--parallel", "4", "--ctx-size", "8192"]
+                        "--threads", "2", "--parallel", "4", "--ctx-size", "8192", "--metrics"]
 
 
 def test_launcher_accepts_every_word_the_unit_gives_it() -> None:
