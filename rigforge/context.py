@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -19,7 +20,11 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "bench": (bool, True, "run the smoke benchmark at the end of deploys/full.py"),
     "probe": (bool, False, "run the GPU interconnect probe in deploys/preflight.py"),
     "verify_weights": (bool, False, "re-hash every weights file and fetch again the ones that changed"),
+    "probe_python": (str, "", "the python3 (with torch) that runs the probe; default: the engine's"),
 }
+
+
+_COMMAND = re.compile(r"^[A-Za-z0-9._/+-]+$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class RunSettings:
     bench: bool
     probe: bool
     verify_weights: bool
+    probe_python: str
 
 
 def current_profile() -> Profile:
@@ -53,6 +59,9 @@ def run_settings() -> RunSettings:
     for key, (kind, default, meaning) in RUN_SWITCHES.items():
         value = host.data.get(key, default)
         if not isinstance(value, kind):
-            raise ProfileError(f"--data {key}={value!r}: expected true or false — {meaning}")
+            expected = "true or false" if kind is bool else "a value"
+            raise ProfileError(f"--data {key}={value!r}: expected {expected} — {meaning}")
+        if kind is str and value and not _COMMAND.match(value):
+            raise ProfileError(f"--data {key}={value!r}: expected a command or path (letters, digits, ._/+-) — {meaning}")
         values[key] = value
     return RunSettings(**values)

@@ -21,6 +21,7 @@ from pyinfra.context import ctx_host
 from rigforge.checks import Check, blocking_failures, gather_facts, run_checks, summary, table_lines
 from rigforge.context import current_profile, run_settings
 from rigforge.probe import PROBE_SCRIPT, probe_argv, probe_failures, probe_lines
+from rigforge.probe.interconnect import last_json_line
 from rigforge.probe.report import probe_shell_command
 
 PROBE_STEP_TIMEOUT_S = 180
@@ -42,7 +43,7 @@ def apply_preflight(with_probe: bool = False) -> None:
                             skip=settings.skip_preflight)
     if with_probe:
         probe_interconnect(name="Probe the GPU interconnect (P2P, all-reduce)",
-                           python=host.data.get("probe_python"))
+                           python=settings.probe_python or None)
 
 
 def _log_table(checks: list[Check]) -> None:
@@ -124,7 +125,7 @@ def _run_probe(state: Any, host: Any, profile: Any, python: str | None) -> bool:
             return False
     finally:
         host.run_shell_command(StringCommand("rm", "-rf", QuoteString(folder)), **sudo)
-    report = _json_document(output.stdout)
+    report = last_json_line(output.stdout)
     for line in probe_lines(report or {}) if report else ["the probe printed no report:", *output.stderr_lines[-5:]]:
         logger.info(f"{host.print_prefix}probe: {line}")
     if report is not None:
@@ -133,13 +134,3 @@ def _run_probe(state: Any, host: Any, profile: Any, python: str | None) -> bool:
     if problems:
         host.log_styled(f"probe failed: {'; '.join(problems)}", fg="red", log_func=logger.error)
     return not problems
-
-
-def _json_document(stdout: str) -> dict | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                return None
-    return None

@@ -61,17 +61,18 @@ def run_step(argv: list[str], timeout_s: float, env: dict[str, str] | None = Non
         stdout, _ = process.communicate()
         outcome = {"status": "timeout", "seconds": round(time.monotonic() - started, 1),
                    "error": f"no result after {timeout_s:.0f} s: killed (a P2P or NCCL hang?)"}
-        partial = _last_json_line(stdout)
+        partial = last_json_line(stdout)
         return {**outcome, "result": partial} if partial else outcome
     seconds = round(time.monotonic() - started, 1)
-    result = _last_json_line(stdout)
+    result = last_json_line(stdout)
     if process.returncode != 0 or result is None:
         tail = (stderr.strip().splitlines() or [f"exit status {process.returncode}"])[-1]
         return {"status": "error", "seconds": seconds, "error": tail[-500:]}
     return {"status": "ok", "seconds": seconds, "result": result}
 
 
-def _last_json_line(text: str) -> dict[str, Any] | None:
+def last_json_line(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is a JSON object (the step's or the probe's report), if any."""
     for line in reversed(text.splitlines()):
         if line.startswith("{"):
             try:
