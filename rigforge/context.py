@@ -62,6 +62,8 @@ def run_settings() -> RunSettings:
             expected = "true or false" if kind is bool else "a value"
             raise ProfileError(f"--data {key}={value!r}: expected {expected} — {meaning}")
         if kind is str and value and not _COMMAND.match(value):
-            raise ProfileError(f"--data {key}={value!r}: expected a command or path (letters, digits, ._/+-): {meaning}")
+            raise ProfileError(
+                f"--data {key}={value!r}: expected a command or path (letters, digits, ._/+-) — {meaning}"
+            )
         values[key] = value
     return RunSettings(**values)
