@@ -112,11 +112,30 @@ def _log_tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
+#: Every sandbox host runs systemd, which holds a few dozen inotify instances; all containers count against
+#: root's one limit, and the kernel default (128) runs out at a handful of hosts ("Failed to create inotify
+#: object: Too many open files", after which a host never finishes booting).
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+MIN_INOTIFY_INSTANCES = 1024
+
+
+def ensure_inotify_room() -> None:
+    """Raise this machine's inotify instance limit so several systemd hosts can boot side by side."""
+    try:
+        current = int(INOTIFY_INSTANCES.read_text())
+        if current < MIN_INOTIFY_INSTANCES:
+            INOTIFY_INSTANCES.write_text(f"{MIN_INOTIFY_INSTANCES}\n")
+            print(f"sandbox: fs.inotify.max_user_instances {current} -> {MIN_INOTIFY_INSTANCES}", flush=True)
+    except OSError as error:
+        print(f"sandbox: cannot raise fs.inotify.max_user_instances ({error}); many hosts may not boot", flush=True)
+
+
 def ensure_docker(timeout: float = 90) -> None:
     """Make sure a Docker daemon answers: install docker.io/debootstrap if missing, start it, wait.
 
     Idempotent: returns at once when ``docker info`` already answers.
     """
+    ensure_inotify_room()
     if docker_answers():
         return
     # Parallel callers (test workers, developers) must not install or start two daemons.
