@@ -3,27 +3,24 @@
     pyinfra inventory/rig2x.py deploys/full.py --dry --diff   # see every change
     pyinfra inventory/rig2x.py deploys/full.py                # apply
 
-Switches (``--data key=value``): allow_reboot, skip_preflight, bench (see rigforge/context.py).
+Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_weights (rigforge/context.py).
 """
 
 from rigforge.context import run_settings
+from roles import bench, container, engine, host, images, preflight, service, weights
 
 # Validate the run's switches before any operation is planned.
-run_settings()
+settings = run_settings()
 
 # --- preflight ---
 # First: judge the host before anything changes; a blocking failure stops this host here
 # (--data skip_preflight=true reports it and goes on). See deploys/preflight.py.
-from roles import preflight  # noqa: E402
-
 preflight.apply_preflight()
 # --- end preflight ---
 
 # --- host layer ---
 # Base packages, modprobe, the NVIDIA driver and CUDA, the kernel command line, tuning, NCCL; then one reboot
 # if (and only if) a boot-affecting input changed. See deploys/host.py.
-from roles import host  # noqa: E402
-
 host.apply_host()
 # --- end host layer ---
 
@@ -31,8 +28,6 @@ host.apply_host()
 # The Docker engine with NVIDIA's container toolkit (daemon restarted only when the nvidia runtime must be
 # loaded), then the engine image: built under a content-hash tag only when an input changed (30-90 minutes
 # the first time), with the JIT cache volume emptied when the image changes. See deploys/images.py.
-from roles import container, images  # noqa: E402
-
 container.apply_container()
 images.apply_images()
 # --- end container layer ---
@@ -40,8 +35,6 @@ images.apply_images()
 # --- serving layer ---
 # The model's weights, the engine, and its systemd service, (re)started only when one of them changed and
 # waited for until healthy. See deploys/serve.py.
-from roles import engine, service, weights  # noqa: E402
-
 weights.apply_weights()
 engine.apply_engine()
 service.apply_service()
@@ -49,8 +42,6 @@ service.apply_service()
 
 # --- bench ---
 # Last: measures the engine the layers above left running; a failed check or floor fails the deploy.
-if run_settings().bench:
-    from roles import bench
-
+if settings.bench:
     bench.apply_bench()
 # --- end bench ---
