@@ -3,11 +3,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# System packages: venv/pip for the controller; gnupg, dpkg-dev and apt-utils build the signed stand-in apt
+# System packages: venv/pip for the controller; gnupg and curl build and fetch the signed stand-in apt
 # repositories of the tests. The Docker engine and debootstrap are installed by `python -m rigforge.sandbox`.
 missing=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv python3-pip)
-for tool in gpg:gnupg dpkg-scanpackages:dpkg-dev apt-ftparchive:apt-utils git:git; do
+for tool in gpg:gnupg curl:curl git:git; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
 if ((${#missing[@]})); then
