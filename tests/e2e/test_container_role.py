@@ -13,7 +13,6 @@ only the toolkit repository pointed at the stand-in.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +20,7 @@ import pytest
 from pyinfra_run import assert_no_changes, changed_ops, run_pyinfra
 
 from rigforge.sandbox import SandboxHost, exec_in
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from standins.nvidia_container_toolkit import build_repo, serve_in_host  # noqa: E402
+from tests.standins.nvidia_container_toolkit import build_repo, serve_in_host
 
 CONTAINER_DEPLOY = "from roles import base, container\n\nbase.apply_base()\ncontainer.apply_container()\n"
 STANDIN_LOG = "/var/log/nvidia-ctk-standin.log"

@@ -24,9 +24,7 @@ from rigforge.images import build_plan
 from rigforge.profile_loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox_docker import docker
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_flashinfer import GENERATE_KERNELS, extract_package  # noqa: E402
+from tests.support_flashinfer import GENERATE_KERNELS, extract_package
 
 TESTS = Path(__file__).resolve().parents[1]
 PATCH = TESTS / "fixtures" / "patches" / "flashinfer-0.7.2.post1-k64-test.patch"

@@ -15,17 +15,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_flashinfer import (  # noqa: E402
+from rigforge.remote.apply_patch import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_NOT_APPLIED, main
+from tests.support_flashinfer import (
     GENERATE_KERNELS,
     MOE_DISPATCH,
     PATCHED_FILES,
     SM120_BUILDER,
     extract_package,
 )
-from support_remote import oldest_python  # noqa: E402
-
-from rigforge.remote.apply_patch import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_NOT_APPLIED, main  # noqa: E402
+from tests.support_remote import oldest_python
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "rigforge" / "remote" / "apply_patch.py"

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from rigforge.bench import sanity  # noqa: E402
-from rigforge.bench.config import ConfigError, config_from_dict, load_config  # noqa: E402
-from rigforge.bench.prompts import NonceSource, filler_words, largest_fitting  # noqa: E402
-from rigforge.bench.server_metrics import cross_check, parse_prometheus  # noqa: E402
-from rigforge.bench.stats import percentile, summarize  # noqa: E402
-from rigforge.bench.stream import RequestRecord, build_record  # noqa: E402
-from rigforge.bench.transport import RawStream  # noqa: E402
-from tests.bench_support.captured import SENT_AT, capture_text, raw_stream  # noqa: E402
+from rigforge.bench import sanity
+from rigforge.bench.config import ConfigError, config_from_dict, load_config
+from rigforge.bench.prompts import NonceSource, filler_words, largest_fitting
+from rigforge.bench.server_metrics import cross_check, parse_prometheus
+from rigforge.bench.stats import percentile, summarize
+from rigforge.bench.stream import RequestRecord, build_record
+from rigforge.bench.transport import RawStream
+from tests.bench_support.captured import SENT_AT, capture_text, raw_stream
 
 # Outputs captured from xllamacpp 2026.10.11549 on 2026-11-22 (greedy, 16-32 tokens):
 GEMMA_OUTPUT = " sky was blue, the water was clear, and the mountains were still. The"  # gemma-3-270m

@@ -19,16 +19,13 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from support_remote import oldest_python  # noqa: E402
-
-from rigforge.bench.config import config_from_dict  # noqa: E402
-from rigforge.bench.runner import run_bench  # noqa: E402
-from rigforge.bench.sanity import prompt_tolerance  # noqa: E402
-from rigforge.sandbox_model import ensure_gemma  # noqa: E402
-from tests.bench_support.gguf_models import write_loop_gguf, write_multibyte_gguf, write_random_gguf  # noqa: E402
-from tests.bench_support.llama_server import RunningServer, start_llama_server  # noqa: E402
+from rigforge.bench.config import config_from_dict
+from rigforge.bench.runner import run_bench
+from rigforge.bench.sanity import prompt_tolerance
+from rigforge.sandbox_model import ensure_gemma
+from tests.bench_support.gguf_models import write_loop_gguf, write_multibyte_gguf, write_random_gguf
+from tests.bench_support.llama_server import RunningServer, start_llama_server
+from tests.support_remote import oldest_python
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_CACHE = REPO_ROOT / ".cache" / "models"

@@ -8,8 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_remote import oldest_python  # noqa: E402
+from tests.support_remote import oldest_python
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO_ROOT / "rigforge" / "bench"

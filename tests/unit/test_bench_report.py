@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from rigforge.profile import Floor as ProfileFloor  # noqa: E402
-from rigforge.report import Floor, judge, render_markdown, render_plot  # noqa: E402
-from tests.bench_support.captured import capture_text  # noqa: E402
+from rigforge.profile import Floor as ProfileFloor
+from rigforge.report import Floor, judge, render_markdown, render_plot
+from tests.bench_support.captured import capture_text
 
 
 @pytest.fixture

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from rigforge.bench.config import config_from_dict  # noqa: E402
-from rigforge.bench_plan import (  # noqa: E402
+from rigforge.bench.config import config_from_dict
+from rigforge.bench_plan import (
     EXIT_MARKER,
     REMOTE_PACKAGE_DIR,
     HostRunPaths,
@@ -29,10 +27,10 @@ from rigforge.bench_plan import (  # noqa: E402
     run_metadata,
     run_stamp,
 )
-from rigforge.engines import REMOTE_LIB_DIR, image_ref  # noqa: E402
-from rigforge.profile_loader import load_profile  # noqa: E402
-from roles.bench import outcome_line, render_library_file, write_reports  # noqa: E402
-from tests.bench_support.captured import capture_text  # noqa: E402
+from rigforge.engines import REMOTE_LIB_DIR, image_ref
+from rigforge.profile_loader import load_profile
+from roles.bench import outcome_line, render_library_file, write_reports
+from tests.bench_support.captured import capture_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RIG_PROFILES = ("sandbox", "2x-pix", "4x-threadripper", "8x-turin")

@@ -6,7 +6,6 @@ host, without connecting anywhere: only the planning and the command generation 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +15,8 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from rigforge.profile_loader import load_profile  # noqa: E402
-from roles.bench import run_smoke_benchmark, smoke_benchmark  # noqa: E402
+from rigforge.profile_loader import load_profile
+from roles.bench import run_smoke_benchmark, smoke_benchmark
 
 
 def only_op(state: State) -> str:

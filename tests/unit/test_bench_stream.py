@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from rigforge.bench.stream import build_record, has_non_finite, parse_line  # noqa: E402
-from rigforge.bench.transport import RawStream  # noqa: E402
-from tests.bench_support.captured import SENT_AT, capture_text, raw_stream  # noqa: E402
+from rigforge.bench.stream import build_record, has_non_finite, parse_line
+from rigforge.bench.transport import RawStream
+from tests.bench_support.captured import SENT_AT, capture_text, raw_stream
 
 
 def test_llamacpp_completions_usage_in_finish_chunk() -> None:

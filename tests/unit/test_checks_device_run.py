@@ -4,15 +4,11 @@ from the 2x-pix profile, crashed on nothing, and agrees with the checks re-run o
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_checks import DEVICE_RUN, capture_facts, profile  # noqa: E402
-
-from rigforge.checks import run_checks  # noqa: E402
+from rigforge.checks import run_checks
+from tests.support_checks import DEVICE_RUN, capture_facts, profile
 
 #: check -> (verdict as the table prints it, words the found cell starts with)
 DIFFERENCES = {

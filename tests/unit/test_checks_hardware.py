@@ -6,15 +6,12 @@ RTX PRO 6000 nvidia-smi excerpt (GPU1 misconfigured: BAR1 256 MiB, persistence o
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_checks import H100, H200, capture_facts, profile, rtx_pro_6000_facts  # noqa: E402
-
-from rigforge.checks import hardware  # noqa: E402
-from rigforge.facts import NO_NVIDIA_SMI  # noqa: E402
+from rigforge.checks import hardware
+from rigforge.facts import NO_NVIDIA_SMI
+from tests.support_checks import H100, H200, capture_facts, profile, rtx_pro_6000_facts
 
 
 def before_driver(folder: Path = H200):

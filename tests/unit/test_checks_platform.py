@@ -6,17 +6,13 @@ show (a driver mismatch, a translating IOMMU, ACS on switch ports); those are ma
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_checks import GPU_CAPTURES, H200, capture_facts, empty_facts, profile, with_profile  # noqa: E402
-
-from rigforge.checks import platform  # noqa: E402
-from rigforge.facts import NO_NVIDIA_SMI, IommuStatus, LoadedDriver  # noqa: E402
-from rigforge.facts.host import parse_cmdline  # noqa: E402
-from rigforge.facts.pci import parse_lspci_acs  # noqa: E402
+from rigforge.checks import platform
+from rigforge.facts import NO_NVIDIA_SMI, IommuStatus, LoadedDriver
+from rigforge.facts.host import parse_cmdline
+from rigforge.facts.pci import parse_lspci_acs
+from tests.support_checks import GPU_CAPTURES, H200, capture_facts, empty_facts, profile, with_profile
 
 ACS_EXCERPT = GPU_CAPTURES / "lspci-vvv-acs-excerpt-from-rig-facts.txt"
 

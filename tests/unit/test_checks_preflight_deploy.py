@@ -24,12 +24,10 @@ from pyinfra.api.operations import run_ops
 from pyinfra.api.state import StateStage
 from pyinfra.operations import server
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_checks import DEVICE_RUN  # noqa: E402
-
-from rigforge.checks import FACT_SOURCES, NO_GPU  # noqa: E402
-from rigforge.profile_loader import load_profile  # noqa: E402
-from roles import preflight  # noqa: E402
+from rigforge.checks import FACT_SOURCES, NO_GPU
+from rigforge.profile_loader import load_profile
+from roles import preflight
+from tests.support_checks import DEVICE_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 LATER_CHANGE = "echo a-later-change"

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_checks import DEVICE_RUN, profile, with_profile  # noqa: E402
-
-from rigforge.probe import PROBE_SCRIPT, probe_argv, probe_failures, probe_lines  # noqa: E402
-from rigforge.probe.interconnect import SAFE_ENV, run_step  # noqa: E402
-from rigforge.probe.report import probe_shell_command  # noqa: E402
+from rigforge.probe import PROBE_SCRIPT, probe_argv, probe_failures, probe_lines
+from rigforge.probe.interconnect import SAFE_ENV, run_step
+from rigforge.probe.report import probe_shell_command
+from tests.support_checks import DEVICE_RUN, profile, with_profile
 
 REPORT = json.loads((DEVICE_RUN / "probe.json").read_text())
 

@@ -4,15 +4,11 @@ pyinfra's @local connector on this machine, a saved capture folder)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_checks import H100, H200, capture_facts, empty_facts, profile, rtx_pro_6000_facts  # noqa: E402
-
-from rigforge.checks import (  # noqa: E402
+from rigforge.checks import (
     CHECK_NAMES,
     NO_GPU,
     blocking_failures,
@@ -21,9 +17,10 @@ from rigforge.checks import (  # noqa: E402
     summary,
     table_lines,
 )
-from rigforge.checks.capture import main as capture_main  # noqa: E402
-from rigforge.checks.capture import read_capture, save_capture  # noqa: E402
-from rigforge.profile_loader import load_profile  # noqa: E402
+from rigforge.checks.capture import main as capture_main
+from rigforge.checks.capture import read_capture, save_capture
+from rigforge.profile_loader import load_profile
+from tests.support_checks import H100, H200, capture_facts, empty_facts, profile, rtx_pro_6000_facts
 
 PROFILES = ["2x-pix", "4x-threadripper", "8x-turin", "sandbox"]
 NO_NVIDIA_HERE = shutil.which("nvidia-smi") is None and not Path("/proc/driver/nvidia").exists()

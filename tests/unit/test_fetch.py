@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support_range_server import RangeServer  # noqa: E402
-from support_remote import oldest_python  # noqa: E402
-
-from rigforge.remote.fetch import FetchError, InputError, VerifyError, fetch, sha256_file  # noqa: E402
+from rigforge.remote.fetch import FetchError, InputError, VerifyError, fetch, sha256_file
+from tests.support_range_server import RangeServer
+from tests.support_remote import oldest_python
 
 FETCH_SCRIPT = Path(__file__).resolve().parents[2] / "rigforge" / "remote" / "fetch.py"
 PAYLOAD = hashlib.sha256(b"seed").digest() * (3 * 1024 * 1024 // 32 + 7)  # ~3 MiB, not chunk-aligned
