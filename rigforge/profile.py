@@ -1,7 +1,8 @@
 """The rig profile: every setting a rig needs, validated once into typed objects.
 
 Roles, checks and the bench verdict all read a ``Profile``; none of them restates a setting.
-Loading (base file + rig file + per-host overrides) lives in ``rigforge.profile_loader``.
+Loading (base file + rig file + per-host overrides) lives in ``rigforge.profile_loader``; the value types
+live in ``rigforge.profile_types``.
 """
 
 from __future__ import annotations
@@ -9,58 +10,27 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    field_validator,
-    model_validator,
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from rigforge.profile_types import (
+    AbsPath,
+    CliFlag,
+    CudaVersion,
+    DriverVersion,
+    EnvName,
+    HttpUrl,
+    ImageRef,
+    KernelParam,
+    ModuleName,
+    Name,
+    Port,
+    PositiveInt,
+    RepoId,
+    SafeText,
+    Sha256,
+    Size,
+    SysctlKey,
 )
-
-TOPOLOGY_CLASSES = ("PIX", "PXB", "NODE", "SYS", "NV")
-
-#: Characters that would break out of a config line, a unit file or a command.
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _no_control_chars(value: str) -> str:
-    if _CONTROL_CHARS.search(value):
-        raise ValueError("must not contain newlines or other control characters")
-    return value
-
-
-SafeText = Annotated[str, AfterValidator(_no_control_chars)]
-Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-
-
-def _no_parent_dirs(value: str) -> str:
-    if ".." in value.split("/"):
-        raise ValueError("must not contain '..'")
-    return value
-
-
-AbsPath = Annotated[
-    str, StringConstraints(pattern=r"^/[A-Za-z0-9._/+-]*$"), AfterValidator(_no_parent_dirs)
-]
-HttpUrl = Annotated[str, StringConstraints(pattern=r"^https?://[A-Za-z0-9._~:/?#@!&'()*+,;=%{}-]+$")]
-DriverVersion = Annotated[str, StringConstraints(pattern=r"^\d{3}\.\d{2,3}\.\d{2,3}$")]
-CudaVersion = Annotated[str, StringConstraints(pattern=r"^\d{2}\.\d{1,2}$")]
-KernelParam = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(=[A-Za-z0-9_.,:/+-]+)?$")]
-ModuleName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
-SysctlKey = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")]
-ImageRef = Annotated[
-    str,
-    StringConstraints(pattern=r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?(@sha256:[a-f0-9]{64})?$"),
-]
-RepoId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[a-f0-9]{64}$")]
-CliFlag = Annotated[str, StringConstraints(pattern=r"^--[a-z0-9][a-z0-9-]*$")]
-Port = Annotated[int, Field(ge=1, le=65535)]
-PositiveInt = Annotated[int, Field(gt=0)]
-Size = Annotated[str, StringConstraints(pattern=r"^\d+[kmg]$")]
 
 
 class StrictModel(BaseModel):
