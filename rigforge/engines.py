@@ -144,8 +144,14 @@ def native_lines(profile: Profile) -> list[Line]:
     ]
 
 
-def docker_lines(profile: Profile) -> list[Line]:
-    """``docker run`` with the seed flags (rig-facts §1.8), the env file, the volumes, then the image."""
+def container_lines(profile: Profile, name: str = CONTAINER_NAME,
+                    extra_volumes: dict[str, str] | None = None) -> list[Line]:
+    """``docker run`` up to the image: the seed flags (rig-facts §1.8), env file, volumes — the engine's container.
+
+    + profile: the rig's profile (a container engine)
+    + name: container name (the engine's, or e.g. the interconnect probe's)
+    + extra_volumes: more read-only mounts, host path -> container path
+    """
     docker = profile.engine.docker
     image = image_ref(profile)
     if docker is None or image is None:
@@ -154,22 +160,28 @@ def docker_lines(profile: Profile) -> list[Line]:
     lines: list[Line] = [
         [DOCKER, "run"],
         ["--rm"],
-        ["--name", CONTAINER_NAME],
+        ["--name", name],
         # Never pull at service start: the engine role put the image there; a missing one is an error.
         ["--pull", "never"],
         ["--gpus", docker.gpus if docker.gpus == "all" else f'"{docker.gpus}"'],
         [f"--ipc={docker.ipc}"],
         [f"--shm-size={docker.shm_size}"],
-        *[["--ulimit", f"{name}={limit}"] for name, limit in docker.ulimits.items()],
+        *[["--ulimit", f"{ulimit}={limit}"] for ulimit, limit in docker.ulimits.items()],
         [f"--network={docker.network}"],
         ["--env-file", ENGINE_ENV_FILE],
-        *[["-e", f"{name}={value}"] for name, value in profile.engine.env.items()],
+        *[["-e", f"{key}={value}"] for key, value in profile.engine.env.items()],
         *[["-v", f"{source}:{target}"] for source, target in docker.volumes.items()],
         ["-v", f"{model_dir}:{model_dir}:ro"],
     ]
     if profile.nccl is not None and profile.nccl.graph_xml:
         lines.append(["-v", f"{profile.nccl.graph_path}:{profile.nccl.graph_path}:ro"])
-    lines.append([image])
+    lines += [["-v", f"{source}:{target}:ro"] for source, target in (extra_volumes or {}).items()]
+    return [*lines, [image]]
+
+
+def docker_lines(profile: Profile) -> list[Line]:
+    """The engine's container: ``docker run`` flags, the image, the engine command and its flags."""
+    lines = container_lines(profile)
     if profile.engine.command:
         lines.append(list(profile.engine.command))
     return lines + engine_lines(profile)

@@ -30,18 +30,14 @@ def probe_argv(profile: Profile, script: str, python: str | None = None) -> list
         if not _PYTHON.match(python):
             raise ValueError(f"probe_python {python!r}: give a command name or an absolute path")
         return ["env", *(f"{key}={value}" for key, value in nccl_env.items()), python, script]
-    docker = profile.engine.docker
-    if profile.engine.native is not None or docker is None:
+    if profile.engine.native is not None or profile.engine.docker is None:
         return ["env", *(f"{key}={value}" for key, value in nccl_env.items()), "python3", script]
-    from rigforge.engines import image_ref  # the image the engine role runs (built tag or engine.image)
+    # Inside the engine's own container, with its environment file (NCCL settings, graph XML) and mounts.
+    from rigforge.engines import container_lines
 
     folder = script.rsplit("/", 1)[0]
-    return [
-        "docker", "run", "--rm", "--pull", "never", "--gpus", docker.gpus, f"--ipc={docker.ipc}",
-        f"--shm-size={docker.shm_size}", f"--network={docker.network}",
-        *[part for key, value in nccl_env.items() for part in ("-e", f"{key}={value}")],
-        "-v", f"{folder}:{folder}:ro", str(image_ref(profile)), "python3", script,
-    ]
+    lines = container_lines(profile, name="rigforge-probe", extra_volumes={folder: folder})
+    return [word for line in lines for word in line] + ["python3", script]
 
 
 def probe_shell_command(argv: list[str], step_timeout_s: int) -> str:

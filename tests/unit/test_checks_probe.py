@@ -122,7 +122,9 @@ def test_container_engines_run_the_probe_in_their_image() -> None:
     pytest.importorskip("rigforge.engines")
     pulled = with_profile(profile("2x-pix"), engine={"build": None, "image": "lmsysorg/sglang:v0.5.9-cu130"})
     argv = probe_argv(pulled, "/tmp/rigforge-probe.X/interconnect.py")
-    assert argv[:4] == ["docker", "run", "--rm", "--pull"]
+    assert argv[1:5] == ["run", "--rm", "--name", "rigforge-probe"]
     assert "--gpus" in argv and "--network=host" in argv and "--ipc=host" in argv
+    # The engine's own environment (NCCL settings, graph XML path) reaches the probe.
+    assert argv[argv.index("--env-file") + 1] == "/etc/rigforge/engine.env"
     assert argv[-3:] == ["lmsysorg/sglang:v0.5.9-cu130", "python3", "/tmp/rigforge-probe.X/interconnect.py"]
     assert "/tmp/rigforge-probe.X:/tmp/rigforge-probe.X:ro" in argv
