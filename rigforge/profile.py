@@ -25,6 +25,7 @@ from rigforge.profile_types import (
     Name,
     Port,
     PositiveInt,
+    RegistryDwords,
     RepoId,
     SafeText,
     Sha256,
@@ -85,6 +86,8 @@ class Modprobe(StrictModel):
     options: dict[ModuleName, dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]+$")], int | str]]
     blacklist: list[ModuleName]
     force_p2p_override: bool  # NVreg_RegistryDwords ForceP2P: direct-attach (NODE) rigs only
+    # The NVreg_RegistryDwords value written when force_p2p_override is on: KEY=value pairs joined by ';'.
+    p2p_registry_dwords: RegistryDwords
 
     @field_validator("options")
     @classmethod

@@ -51,3 +51,5 @@ CliFlag = Annotated[str, StringConstraints(pattern=r"^--[a-z0-9][a-z0-9-]*$")]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveInt = Annotated[int, Field(gt=0)]
 Size = Annotated[str, StringConstraints(pattern=r"^\d+[kmg]$")]
+_DWORD = r"[A-Za-z0-9_]+=[0-9A-Fa-fx]+"
+RegistryDwords = Annotated[str, StringConstraints(pattern=rf"^{_DWORD}(;{_DWORD})*$")]

@@ -26,10 +26,6 @@ from rigforge.render import render
 MODPROBE_DIR = "/etc/modprobe.d"
 BLACKLIST_FILE = f"{MODPROBE_DIR}/rigforge-blacklist.conf"
 P2P_OVERRIDE_FILE = f"{MODPROBE_DIR}/rigforge-nvidia-p2p-override.conf"
-#: source: rig-facts §1.5 (W:optimization/pcie-oneshot-allreduce.md) - the exact registry string.
-FORCE_P2P_REGISTRY_DWORDS = (
-    "ForceP2P=0x11;RMForceP2PType=1;RMPcieP2PType=2;GrdmaPciTopoCheckOverride=1;EnableResizableBar=1"
-)
 
 BootTrigger = tuple[OperationMeta, str]
 
@@ -49,7 +45,7 @@ def render_modprobe_files(profile: Profile) -> dict[str, str]:
         rendered[BLACKLIST_FILE] = render("modprobe/blacklist.conf.j2", profile, modules=profile.modprobe.blacklist)
     if profile.modprobe.force_p2p_override:
         rendered[P2P_OVERRIDE_FILE] = render("modprobe/nvidia-p2p-override.conf.j2", profile,
-                                             registry_dwords=FORCE_P2P_REGISTRY_DWORDS)
+                                             registry_dwords=profile.modprobe.p2p_registry_dwords)
     return rendered
 
 

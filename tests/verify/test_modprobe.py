@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rigforge.facts.driver import module_param_enabled, parse_driver_params, parse_registry_dwords
 from rigforge.profile import Profile
-from roles.modprobe import FORCE_P2P_REGISTRY_DWORDS, P2P_OVERRIDE_FILE, render_modprobe_files
+from roles.modprobe import P2P_OVERRIDE_FILE, render_modprobe_files
 
 
 def test_files_are_the_profiles(host, profile: Profile) -> None:
@@ -30,7 +30,7 @@ def test_registry_dwords_loaded_only_with_force_p2p(host, profile: Profile, need
     params = parse_driver_params(host.file("/proc/driver/nvidia/params").content_string)
     loaded = parse_registry_dwords(params.get("RegistryDwords", ""))
     if profile.modprobe.force_p2p_override:
-        assert loaded == parse_registry_dwords(FORCE_P2P_REGISTRY_DWORDS)
+        assert loaded == parse_registry_dwords(profile.modprobe.p2p_registry_dwords)
     else:
         assert "ForceP2P" not in loaded
 
