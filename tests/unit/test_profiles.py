@@ -78,7 +78,7 @@ BAD_OVERRIDES = [
     ({"engine": {"flags": {"--served": "x\n--evil"}}}, "engine.flags.--served", "newlines"),
     ({"modprobe": {"options": {"nvidia": {"NVreg_X": "1 2"}}}}, "modprobe.options", "letters, digits"),
     ({"modprobe": {"force_p2p_override": True}}, "(top level)", "only allowed when gpus.topology is NODE"),
-    ({"modprobe": {"p2p_registry_dwords": "ForceP2P=0x11\"; rm"}}, "modprobe.p2p_registry_dwords", "should match pattern"),
+    ({"modprobe": {"p2p_registry_dwords": "ForceP2P=1\"; rm"}}, "modprobe.p2p_registry_dwords", "match pattern"),
     ({"model": {"path": "/srv/../etc"}}, "model.path", "must not contain '..'"),
     ({"model": {"path": "relative/path"}}, "model.path", "should match pattern"),
     ({"model": {"repo_id": "not a repo"}}, "model.repo_id", "should match pattern"),
