@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from rigforge.bench.config import config_from_dict  # noqa: E402
 from rigforge.bench.runner import run_bench  # noqa: E402
-from rigforge.sandbox_model import ensure_gemma  # noqa: E402
+from rigforge.sandbox.model import ensure_gemma  # noqa: E402
 from tests.bench_support.llama_server import start_llama_server  # noqa: E402
 
 CONCURRENCY = [1, 8]

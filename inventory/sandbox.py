@@ -6,8 +6,7 @@
 RIGFORGE_SANDBOX_STATE names another state directory (default: .sandbox).
 """
 
-import os
-
 from rigforge.inventory import sandbox_hosts
+from rigforge.sandbox.state import default_state_dir
 
-sandbox = sandbox_hosts(os.environ.get("RIGFORGE_SANDBOX_STATE", ".sandbox"), profile="sandbox")
+sandbox = sandbox_hosts(default_state_dir(), profile="sandbox")

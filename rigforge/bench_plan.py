@@ -29,7 +29,7 @@ from rigforge.bench.__main__ import EXIT_CHECKS_FAILED, EXIT_OK
 from rigforge.bench.config import config_from_dict
 from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.profile import Profile
-from rigforge.profile_loader import profile_hash
+from rigforge.profile.loader import profile_hash
 
 #: The package root on the controller, whose ``__init__.py`` and ``bench/`` are uploaded.
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ from typing import Any
 from pyinfra import host
 
 from rigforge.profile import Profile
-from rigforge.profile_loader import ProfileError
+from rigforge.profile.loader import ProfileError
 
 #: Switches a user may pass with ``--data key=value`` (or set as host data in an inventory).
 RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {

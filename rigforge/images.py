@@ -27,7 +27,7 @@ from pathlib import Path
 import jinja2
 
 from rigforge.profile import Profile
-from rigforge.profile_loader import ProfileError
+from rigforge.profile.loader import ProfileError
 from rigforge.render import TEMPLATES_DIR, header_text, render
 
 #: Build contexts (one directory per Dockerfile template) and the helper scripts live here on the rig.

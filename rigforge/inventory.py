@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rigforge.profile_loader import ProfileError, load_profile
+from rigforge.profile.loader import ProfileError, load_profile
 
 HostEntry = tuple[str, dict[str, Any]]
 

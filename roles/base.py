@@ -8,7 +8,7 @@ from pyinfra.operations import files
 from rigforge.context import current_profile
 from rigforge.operations import apt
 from rigforge.operations.files import managed_file
-from rigforge.profile_loader import profile_hash
+from rigforge.profile.loader import profile_hash
 from rigforge.render import render
 
 STATE_DIR = "/etc/rigforge"

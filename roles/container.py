@@ -31,7 +31,7 @@ from rigforge.operations import apt
 from rigforge.operations.docker import DockerEngine, engine_loaded_runtime, nvidia_runtime_configured
 from rigforge.operations.files import managed_file
 from rigforge.profile import AptRepo
-from rigforge.profile_loader import ProfileError
+from rigforge.profile.loader import ProfileError
 from rigforge.render import render
 
 TOOLKIT_KEYRING = "/etc/apt/keyrings/nvidia-container-toolkit.gpg"

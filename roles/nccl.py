@@ -25,7 +25,7 @@ from rigforge.context import current_profile
 from rigforge.operations.files import managed_file
 from rigforge.operations.managed import absent
 from rigforge.profile import Profile
-from rigforge.profile_loader import ProfileError
+from rigforge.profile.loader import ProfileError
 from rigforge.render import render
 
 NCCL_CONF = "/etc/nccl.conf"

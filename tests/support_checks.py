@@ -10,7 +10,7 @@ from rigforge.checks import HostFacts
 from rigforge.checks.capture import read_capture
 from rigforge.facts.gpu import parse_gpu_fact_output
 from rigforge.profile import Profile
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GPU_CAPTURES = FIXTURES / "gpu"

@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
             print(f"saved {path}")
         return 0
     if len(argv) == 3 and argv[0] == "show":
-        from rigforge.profile_loader import load_profile
+        from rigforge.profile.loader import load_profile
 
         checks = run_checks(load_profile(argv[2]), read_capture(Path(argv[1])))
         print("\n".join(table_lines(checks)))

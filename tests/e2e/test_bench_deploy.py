@@ -22,7 +22,7 @@ from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 
 from rigforge.bench_plan import RESULTS_DIR_VARIABLE
 from rigforge.sandbox import SandboxHost, exec_in
-from rigforge.sandbox_model import ensure_gemma
+from rigforge.sandbox.model import ensure_gemma
 from tests.bench_support.gguf_models import write_loop_gguf, write_random_gguf
 
 if TYPE_CHECKING:

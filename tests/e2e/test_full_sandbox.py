@@ -14,7 +14,7 @@ import pytest
 from pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
 from rigforge.sandbox import exec_in
-from rigforge.sandbox_model import ensure_gemma
+from rigforge.sandbox.model import ensure_gemma
 
 SNAPSHOT = "find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum; dpkg -l | sha256sum"
 

@@ -34,7 +34,7 @@ import pytest
 from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 
 from rigforge.operations.nvidia_apt import RepoPlatform
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from roles.host import render_host_files
 from tests.standins.nvidia_cuda_repo import build_repo, repo_paths, serve_in_host

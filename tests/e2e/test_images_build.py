@@ -21,9 +21,9 @@ import pytest
 from pyinfra_run import assert_no_changes, changed_ops, run_pyinfra
 
 from rigforge.images import build_plan
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
-from rigforge.sandbox_docker import docker
+from rigforge.sandbox.docker import docker
 from tests.support_flashinfer import GENERATE_KERNELS, extract_package
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import pytest
 from pyinfra_run import assert_no_changes, changed_ops, parse_json_output, run_pyinfra
 
 from rigforge.sandbox import SandboxError, boot_token, down, exec_in, reset, up, wait_rebooted
-from rigforge.sandbox_docker import docker
-from rigforge.sandbox_ssh import host_key_line, ssh_run
+from rigforge.sandbox.docker import docker
+from rigforge.sandbox.ssh import host_key_line, ssh_run
 
 if TYPE_CHECKING:
     from conftest import Sandbox

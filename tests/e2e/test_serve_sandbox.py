@@ -30,9 +30,9 @@ import pytest
 
 from rigforge.engines import exec_start_lines
 from rigforge.operations.weights import UPLOAD_CHUNK_BYTES
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
-from rigforge.sandbox_model import ensure_gemma
+from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, changed_ops, pyinfra_command, run_pyinfra
 from tests.e2e.serve_helpers import (

@@ -127,7 +127,7 @@ def build_repo(dest: Path) -> StandinRepo:
 
 def serve_in_host(repo: StandinRepo, container: str) -> None:
     """Copy the repository into the sandbox host and serve it there on 127.0.0.1 (a transient unit)."""
-    from rigforge.sandbox_docker import docker
+    from rigforge.sandbox.docker import docker
 
     docker("exec", container, "rm", "-rf", HOST_DIR)
     docker("cp", str(repo.root), f"{container}:{HOST_DIR}")

@@ -22,7 +22,7 @@ import pytest
 from rigforge.bench.config import config_from_dict
 from rigforge.bench.runner import run_bench
 from rigforge.bench.sanity import prompt_tolerance
-from rigforge.sandbox_model import ensure_gemma
+from rigforge.sandbox.model import ensure_gemma
 from tests.bench_support.gguf_models import write_loop_gguf, write_multibyte_gguf, write_random_gguf
 from tests.bench_support.llama_server import RunningServer, start_llama_server
 from tests.support_remote import oldest_python

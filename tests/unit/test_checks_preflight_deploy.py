@@ -25,7 +25,7 @@ from pyinfra.api.state import StateStage
 from pyinfra.operations import server
 
 from rigforge.checks import FACT_SOURCES, NO_GPU
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from roles import preflight
 from tests.support_checks import DEVICE_RUN
 
@@ -120,7 +120,7 @@ def test_probe_report_is_read_and_judged(caplog: pytest.LogCaptureFixture) -> No
 def _cli(tmp_path: Path, profile: str, *args: str) -> subprocess.CompletedProcess:
     inventory = tmp_path / "inventory.py"
     inventory.write_text(
-        "from rigforge.profile_loader import load_profile\n"
+        "from rigforge.profile.loader import load_profile\n"
         f"here = [('@local', {{'rigforge_profile': load_profile({profile!r}).model_dump(mode='json')}})]\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "pyinfra", str(inventory), "deploys/preflight.py", *args],

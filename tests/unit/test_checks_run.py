@@ -19,7 +19,7 @@ from rigforge.checks import (
 )
 from rigforge.checks.capture import main as capture_main
 from rigforge.checks.capture import read_capture, save_capture
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from tests.support_checks import H100, H200, capture_facts, empty_facts, profile, rtx_pro_6000_facts
 
 PROFILES = ["2x-pix", "4x-threadripper", "8x-turin", "sandbox"]

@@ -21,7 +21,7 @@ from rigforge.engines import (
     launch_command,
     systemd_quote,
 )
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from rigforge.remote import llama_launcher
 
 GGUF = "/srv/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf"

@@ -20,7 +20,7 @@ from rigforge.operations.nvidia_apt import (
     packages_at_version,
 )
 from rigforge.operations.reboot import reboot_reasons
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from roles.boot import render_boot_files
 
 SANDBOX_DPKG = Path(__file__).resolve().parents[1] / "fixtures" / "host" / "sandbox-debian12" / "fact-DpkgPackages.txt"

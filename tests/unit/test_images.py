@@ -20,7 +20,7 @@ from rigforge.images import (
     patch_file_name,
 )
 from rigforge.profile import Profile
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from rigforge.render import render
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "images"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.profile_loader import PROFILES_DIR, ProfileError, load_profile, profile_hash
+from rigforge.profile.loader import PROFILES_DIR, ProfileError, load_profile, profile_hash
 
 REAL_PROFILES = ["2x-pix", "4x-threadripper", "8x-turin", "sandbox"]
 

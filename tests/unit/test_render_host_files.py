@@ -11,7 +11,7 @@ import pytest
 
 from rigforge.facts.pci import parse_lspci_acs
 from rigforge.operations.nvidia_apt import RepoPlatform
-from rigforge.profile_loader import ProfileError, load_profile
+from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.render import header_text
 from roles import driver, modprobe, nccl, tuning
 from roles.host import render_host_files

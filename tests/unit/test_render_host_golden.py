@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rigforge.operations.nvidia_apt import RepoPlatform
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from roles.host import render_host_files
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "host"

@@ -14,7 +14,7 @@ import pytest
 
 from rigforge.engines import launch_argv
 from rigforge.profile import Profile
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 
 SEEDS = {
     # rig-facts §2.4 (INFERRED there from the documented knobs + the 397B b12x recipe)

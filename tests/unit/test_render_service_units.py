@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 from rigforge.render import header_text
 from roles.service import render_unit
 

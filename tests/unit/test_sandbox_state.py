@@ -8,10 +8,10 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from rigforge.sandbox_docker import run_args
-from rigforge.sandbox_image import IMAGE_FILES, PACKAGES, POST_STEPS, SUITE, image_tag, recipe_hash
-from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, merge_known_hosts
-from rigforge.sandbox_state import (
+from rigforge.sandbox.docker import run_args
+from rigforge.sandbox.image import IMAGE_FILES, PACKAGES, POST_STEPS, SUITE, image_tag, recipe_hash
+from rigforge.sandbox.ssh import ensure_key_pair, host_key_line, merge_known_hosts
+from rigforge.sandbox.state import (
     SandboxHost,
     SandboxState,
     host_names,
@@ -116,3 +116,16 @@ def test_run_args_use_the_flags_that_work_here() -> None:
     assert args[-2:] == ["img:tag", "/lib/systemd/systemd"]
     assert "/var/run/docker.sock:/var/run/docker.sock" not in args
     assert "/var/run/docker.sock:/var/run/docker.sock" in run_args("rig1", 1, "i", mount_docker_socket=True)
+
+
+def test_cli_reads_the_state_directory_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m rigforge.sandbox`` honours RIGFORGE_SANDBOX_STATE as inventory/sandbox.py does."""
+    from rigforge.sandbox.__main__ import main
+
+    monkeypatch.setenv("RIGFORGE_SANDBOX_STATE", str(tmp_path / "elsewhere"))
+    assert main(["status"]) == 1
+    assert f"no sandbox state in {tmp_path / 'elsewhere' / 'state.json'}" in capsys.readouterr().out
+    # --state-dir still wins over the environment.
+    assert main(["--state-dir", str(tmp_path / "given"), "status"]) == 1
+    assert str(tmp_path / "given" / "state.json") in capsys.readouterr().out

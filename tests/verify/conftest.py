@@ -16,7 +16,7 @@ import json
 import pytest
 
 from rigforge.profile import Profile
-from rigforge.profile_loader import load_profile
+from rigforge.profile.loader import load_profile
 
 RECORD = "/etc/rigforge/profile.json"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rigforge.profile import Profile
-from rigforge.profile_loader import profile_hash
+from rigforge.profile.loader import profile_hash
 from rigforge.render import header_text
 
 

@@ -1,8 +1,8 @@
 """The rig profile: every setting a rig needs, validated once into typed objects.
 
 Roles, checks and the bench verdict all read a ``Profile``; none of them restates a setting.
-Loading (base file + rig file + per-host overrides) lives in ``rigforge.profile_loader``; the value types
-live in ``rigforge.profile_types``.
+Loading (base file + rig file + per-host overrides) lives in ``rigforge.profile.loader``; the value types
+live in ``rigforge.profile.types``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from rigforge.profile_types import (
+from rigforge.profile.types import (
     AbsPath,
     CliFlag,
     CudaVersion,

@@ -8,7 +8,7 @@ that records the size, mtime and hash instead of re-hashing 253 MB every time.
 Example::
 
     from pathlib import Path
-    from rigforge.sandbox_model import ensure_gemma
+    from rigforge.sandbox.model import ensure_gemma
 
     model_path = ensure_gemma(Path(".cache/models"))
 """
@@ -104,7 +104,7 @@ def ensure_gemma(dest_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rigforge.sandbox_model DEST_DIR``: build the model there (once) and print its path and size."""
+    """``python -m rigforge.sandbox.model DEST_DIR``: build the model there (once) and print its path and size."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv

@@ -19,18 +19,17 @@ Example::
     data = state.host_data(state.host("rig1"))  # pyinfra host data
     down()
 
-CLI: ``python -m rigforge.sandbox {image,up,down,status,reset}`` (``--help`` for options).
+CLI: ``python -m rigforge.sandbox`` (``rigforge/sandbox/__main__.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from rigforge.sandbox_docker import (
+from rigforge.sandbox.docker import (
     LABEL,
     SandboxError,
     container_name,
@@ -43,9 +42,9 @@ from rigforge.sandbox_docker import (
     published_port,
     trust_machine_cas,
 )
-from rigforge.sandbox_image import build_image
-from rigforge.sandbox_ssh import ensure_key_pair, host_key_line, ssh_login_works, update_known_hosts
-from rigforge.sandbox_state import (
+from rigforge.sandbox.image import build_image
+from rigforge.sandbox.ssh import ensure_key_pair, host_key_line, ssh_login_works, update_known_hosts
+from rigforge.sandbox.state import (
     DEFAULT_STATE_DIR,
     SandboxHost,
     SandboxState,
@@ -262,45 +261,3 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[tuple[str, str, str]]:
         container = "missing" if info is None else info["State"]["Status"]
         rows.append((host.name, container, _system_state(host) if running else "-"))
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m rigforge.sandbox {image,up,down,status,reset}``."""
-    parser = argparse.ArgumentParser(prog="python -m rigforge.sandbox", description=__doc__.split("\n")[0])
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("image", help="install/start Docker if needed and build the base image")
-    up_parser = sub.add_parser("up", help="start hosts: names, or a count N for rig1..rigN (default 1)")
-    up_parser.add_argument("names", nargs="*")
-    up_parser.add_argument("--docker-socket", action="store_true", help="mount the machine's docker socket")
-    down_parser = sub.add_parser("down", help="remove the named hosts (all sandbox hosts without names)")
-    down_parser.add_argument("names", nargs="*")
-    reset_parser = sub.add_parser("reset", help="remove and recreate a host fresh")
-    reset_parser.add_argument("name")
-    sub.add_parser("status", help="show hosts, container and systemd state")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "image":
-            ensure_docker()
-            print(build_image())
-        elif args.command == "up":
-            names: list[str] | int = args.names or 1
-            if len(args.names) == 1 and args.names[0].isdigit():
-                names = int(args.names[0])
-            up(names, args.state_dir, mount_docker_socket=args.docker_socket)
-        elif args.command == "down":
-            down(args.names or None, args.state_dir)
-        elif args.command == "reset":
-            reset(args.name, args.state_dir)
-        else:
-            state = load_state(args.state_dir)
-            for name, container, system in status(args.state_dir):
-                print(f"{name:<16} 127.0.0.1:{state.host(name).port:<6} {container:<10} {system}")
-    except (SandboxError, FileNotFoundError) as error:
-        print(f"sandbox: error: {error}")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -12,12 +12,20 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rigforge.sandbox_docker import SandboxError
+from rigforge.sandbox.docker import SandboxError
 
 DEFAULT_STATE_DIR = Path(".sandbox")
+#: The environment variable naming the state directory, read by the CLI and ``inventory/sandbox.py``.
+STATE_ENV = "RIGFORGE_SANDBOX_STATE"
+
+
+def default_state_dir() -> Path:
+    """``$RIGFORGE_SANDBOX_STATE`` when set, else ``.sandbox``."""
+    return Path(os.environ.get(STATE_ENV) or DEFAULT_STATE_DIR)
 
 
 @dataclass(frozen=True)

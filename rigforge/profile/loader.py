@@ -19,7 +19,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from rigforge.profile import Profile
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "inventory" / "profiles"
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "profiles"
 
 Origins = dict[tuple[str, ...], str]
 

@@ -8,8 +8,8 @@ is built; keep it and the existing image is reused.
 
 Example::
 
-    from rigforge.sandbox_docker import ensure_docker
-    from rigforge.sandbox_image import build_image
+    from rigforge.sandbox.docker import ensure_docker
+    from rigforge.sandbox.image import build_image
 
     ensure_docker()
     tag = build_image()  # "rigforge-sandbox:bookworm-1a2b3c4d5e6f"
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rigforge.sandbox_docker import SandboxError, apt_install, docker, file_lock
+from rigforge.sandbox.docker import SandboxError, apt_install, docker, file_lock
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"

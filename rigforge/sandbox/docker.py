@@ -7,7 +7,7 @@ it does nothing.
 
 Example::
 
-    from rigforge.sandbox_docker import docker, ensure_docker
+    from rigforge.sandbox.docker import docker, ensure_docker
 
     ensure_docker()
     print(docker("ps", "--format", "{{.Names}}").stdout)

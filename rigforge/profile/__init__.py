@@ -1,0 +1,47 @@
+"""Rig profiles: the typed schema (``schema``), its value types (``types``) and the loader that merges base
+file, rig file and per-host overrides and names the file and field of any bad value (``loader``).
+"""
+
+from rigforge.profile.schema import (
+    AptRepo,
+    Bench,
+    Boot,
+    Container,
+    Cuda,
+    DockerRun,
+    Driver,
+    Engine,
+    Floor,
+    Gpus,
+    ImageBuild,
+    Model,
+    ModelFile,
+    Modprobe,
+    NativeServer,
+    Nccl,
+    Patch,
+    Profile,
+    Tuning,
+)
+
+__all__ = [
+    "AptRepo",
+    "Bench",
+    "Boot",
+    "Container",
+    "Cuda",
+    "DockerRun",
+    "Driver",
+    "Engine",
+    "Floor",
+    "Gpus",
+    "ImageBuild",
+    "Model",
+    "ModelFile",
+    "Modprobe",
+    "NativeServer",
+    "Nccl",
+    "Patch",
+    "Profile",
+    "Tuning",
+]
