@@ -1,0 +1,84 @@
+"""A Comparison as a markdown table and a PNG (before/after bars, error bars = range over repeats)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rigforge.compare import Comparison
+
+DASH = "–"
+VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "image", "engine_package", "model_revision",
+                "profile_hash")
+HEADER = "| C | in | metric | before | after | change | noise | tolerance | verdict |"
+
+
+def _fmt(value: float | None, suffix: str = "", digits: int = 1, signed: bool = False) -> str:
+    if value is None:
+        return DASH
+    return f"{value:{'+' if signed else ''}.{digits}f}{suffix}"
+
+
+def version_lines(before: dict[str, Any] | Any, after: dict[str, Any] | Any) -> list[str]:
+    """One line per recorded version, marking the ones that changed."""
+    lines = []
+    for key in VERSION_KEYS:
+        old, new = before.get(key), after.get(key)
+        if old is None and new is None:
+            continue
+        lines.append(f"- {key}: {old} → {new}" + ("" if old == new else "  (changed)"))
+    return lines
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """Versions before → after, one row per (cell, metric), and the verdict with its deciding row."""
+    lines = ["## Bench comparison: " + comparison.verdict.upper(), ""]
+    lines += version_lines(comparison.before_metadata, comparison.after_metadata)
+    lines += ["", HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+    for cell in comparison.cells:
+        noise = "no repeats" if cell.noise_percent is None else f"±{cell.noise_percent:.1f} %"
+        lines.append(
+            f"| {cell.concurrency} | {cell.input_tokens} | {cell.metric.label} {cell.metric.unit} "
+            f"| {_fmt(cell.before)} | {_fmt(cell.after)} | {_fmt(cell.change_percent, ' %', signed=True)} "
+            f"| {noise} | {_fmt(cell.tolerance_percent, ' %', 0)} "
+            f"| {cell.verdict or cell.note or 'not judged'} |"
+        )
+    lines += ["", comparison.summary()]
+    return "\n".join(lines) + "\n"
+
+
+def render_plot(comparison: Comparison, png: Path) -> Path:
+    """One panel per metric: before and after bars per cell; error bars span the repeats' range."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # Agg: no display needed on the controller
+    from matplotlib.figure import Figure
+
+    from rigforge.compare import METRICS
+
+    figure = Figure(figsize=(13, 7), dpi=100)
+    FigureCanvasAgg(figure)
+    panels = figure.subplots(2, 3).flatten()
+    for axes, metric in zip(panels, METRICS, strict=True):
+        rows = [cell for cell in comparison.cells if cell.metric.name == metric.name]
+        labels = [f"C={cell.concurrency}\nin={cell.input_tokens}" for cell in rows]
+        positions = list(range(len(rows)))
+        for offset, side, color in ((-0.2, "before", "tab:gray"), (0.2, "after", "tab:blue")):
+            values = [getattr(cell, side) or 0.0 for cell in rows]
+            axes.bar([p + offset for p in positions], values, width=0.4, label=side, color=color)
+        for position, cell in zip(positions, rows, strict=True):
+            if cell.verdict == "regression":
+                axes.annotate("regression", (position, cell.after or 0.0), ha="center", color="tab:red")
+        axes.set_xticks(positions, labels)
+        axes.set_title(f"{metric.label} ({metric.unit}, {'higher' if metric.higher_is_better else 'lower'} is better)")
+        axes.grid(True, axis="y", alpha=0.3)
+    panels[0].legend()
+    old = comparison.before_metadata.get("driver_version")
+    new = comparison.after_metadata.get("driver_version")
+    host = comparison.after_metadata.get("host", "")
+    figure.suptitle(f"{host} driver {old} → {new}: {comparison.verdict}".strip())
+    figure.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    temp = png.with_name(png.name + ".tmp.png")
+    figure.savefig(temp)
+    temp.replace(png)
+    return png
