@@ -153,7 +153,8 @@ class Cell:
             WITHIN_NOISE: f"within noise {noise}, {tolerance}",
             REGRESSION: f"regression: beyond {tolerance} and noise {noise}",
         }.get(self.verdict, f"not judged, noise {noise}")
-        return f"{where}: {self.before:.1f} → {self.after:.1f} {self.metric.unit} ({self.change_percent:+.1f} %, {judged})"
+        values = f"{self.before:.1f} → {self.after:.1f} {self.metric.unit}"
+        return f"{where}: {values} ({self.change_percent:+.1f} %, {judged})"
 
 
 @dataclass(frozen=True)
