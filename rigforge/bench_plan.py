@@ -51,6 +51,7 @@ class RigVersions:
     """What the rig runs, read from its facts when the bench starts (None where the rig has none).
 
     + driver_version / cuda_driver_version: as nvidia-smi reports them
+    + kernel: the running kernel release (``uname -r``), the one the NVIDIA module was loaded into
     + gpus: product names, one per GPU
     + image_id: the local ID of the engine image (container engines)
     + weights_revision / weights_origin: from the weights manifest the weights role wrote
@@ -59,6 +60,7 @@ class RigVersions:
 
     driver_version: str | None = None
     cuda_driver_version: str | None = None
+    kernel: str | None = None
     gpus: tuple[str, ...] = ()
     image_id: str | None = None
     weights_revision: str | None = None
@@ -145,6 +147,7 @@ def run_metadata(profile: Profile, host_name: str, versions: RigVersions) -> dic
         "gpus": f"{len(versions.gpus)}x {versions.gpus[0]}" if versions.gpus else "none",
         "driver_version": versions.driver_version,
         "cuda_driver_version": versions.cuda_driver_version,
+        "kernel": versions.kernel,
         "cuda_toolkit": profile.cuda.version if profile.cuda else None,
     }
     metadata.update(engine_metadata(profile, versions))
@@ -168,6 +171,7 @@ def bench_config(profile: Profile, metadata: dict[str, Any]) -> dict[str, Any]:
         "output_tokens": bench.output_tokens,
         "cell_seconds": bench.cell_seconds,
         "warmup_requests": bench.warmup_requests,
+        "repeats": bench.repeats,
         "metadata": metadata,
     })
     return config.as_dict()

@@ -33,6 +33,7 @@ from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.host import Host
 from pyinfra.api.state import State
+from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files
 
 from rigforge.bench_plan import (
@@ -121,6 +122,7 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
     return RigVersions(
         driver_version=gpus.driver_version,
         cuda_driver_version=gpus.cuda_version,
+        kernel=bench_host.get_fact(KernelVersion),
         gpus=tuple(gpu.name for gpu in gpus.gpus),
         image_id=bench_host.get_fact(DockerImageId, ref=image) if image else None,
         weights_revision=manifest.revision if manifest else None,

@@ -22,7 +22,8 @@ class BenchConfig:
     ``base_url`` is the server root (``http://127.0.0.1:8000``); a trailing ``/v1`` is dropped.
     Every cell is one (concurrency, input length) pair: ``concurrency`` workers each send
     streaming requests back-to-back for ``cell_seconds``, after ``warmup_requests`` unmeasured
-    ones, each asking for exactly ``output_tokens`` tokens. ``metadata`` (profile, host,
+    ones, each asking for exactly ``output_tokens`` tokens. Each cell is measured ``repeats`` times
+    in a row so a comparison can see the run-to-run spread. ``metadata`` (profile, host,
     engine, versions) is copied into the result untouched.
     """
 
@@ -35,6 +36,7 @@ class BenchConfig:
     cell_seconds: float = 10.0
     warmup_requests: int = 2
     request_timeout_s: float = 300.0
+    repeats: int = 1
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,6 +84,8 @@ def validate(config: BenchConfig) -> BenchConfig:
         raise ConfigError(f"warmup_requests must be an integer, got {config.warmup_requests!r}")
     if config.warmup_requests < 0:
         raise ConfigError(f"warmup_requests must be >= 0, got {config.warmup_requests!r}")
+    if isinstance(config.repeats, bool) or not isinstance(config.repeats, int) or config.repeats < 1:
+        raise ConfigError(f"repeats must be an integer >= 1, got {config.repeats!r}")
     if not config.request_timeout_s > 0:
         raise ConfigError(f"request_timeout_s must be > 0, got {config.request_timeout_s!r}")
     if not isinstance(config.metadata, dict):

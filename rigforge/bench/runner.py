@@ -63,6 +63,24 @@ def run_cell(config: BenchConfig, sized: SizedBody, concurrency: int, nonces: No
     return cell_result(concurrency, sized.target_tokens, records, duration_s, config, target, before, after)
 
 
+def run_repeated_cell(config: BenchConfig, sized: SizedBody, concurrency: int, nonces: NonceSource) -> dict[str, Any]:
+    """The cell measured ``config.repeats`` times: the first repeat's full record plus ``repeats``.
+
+    ``repeats`` holds every repeat's metrics block (None for a failed repeat), so a comparison can
+    measure the run-to-run spread; any failed repeat fails the cell with its reason.
+    """
+    cell = run_cell(config, sized, concurrency, nonces)
+    repeats = [cell.get("metrics")]
+    for index in range(2, config.repeats + 1):
+        again = run_cell(config, sized, concurrency, nonces)
+        repeats.append(again.get("metrics"))
+        if again["status"] != "ok" and cell["status"] == "ok":
+            cell.update(status=again["status"], reason=f"repeat {index}: {again.get('reason')}")
+        cell["failed_checks"] += [check for check in again["failed_checks"] if check not in cell["failed_checks"]]
+    cell["repeats"] = repeats
+    return cell
+
+
 def progress_line(cell: dict[str, Any]) -> str:
     """One line per cell for stderr."""
     head = f"cell C={cell['concurrency']} in={cell['input_tokens']} out={cell['output_tokens']}"
@@ -100,7 +118,7 @@ def run_bench(config: BenchConfig, progress: TextIO = sys.stderr) -> dict[str, A
             if sized.failure is not None:
                 cell = failed_cell(concurrency, input_tokens, config.output_tokens, sized.failure)
             else:
-                cell = run_cell(config, sized, concurrency, nonces)
+                cell = run_repeated_cell(config, sized, concurrency, nonces)
             cell["prompt_sizing"] = {"method": sized.method, "measured_prompt_tokens": sized.measured_prompt_tokens}
             cells.append(cell)
             print(progress_line(cell), file=progress, flush=True)
