@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rigforge.connector import connector_host_name
 from rigforge.profile.loader import ProfileError, load_profile
 
 HostEntry = tuple[str, dict[str, Any]]
 
 #: Host data an inventory entry may add beyond the SSH settings.
-_ALLOWED_HOST_DATA = {"_sudo", "_sudo_user", "_use_sudo_password", "ssh_known_hosts_file", "ssh_config_file",
+_ALLOWED_HOST_DATA = {"_sudo", "_sudo_user", "_sudo_password", "ssh_known_hosts_file", "ssh_config_file",
                       "ssh_password", "allow_reboot", "skip_preflight", "bench", "probe", "verify_weights",
                       # a file on the machine running pyinfra holding the Hugging Face token (first line)
                       "hf_token_file", "probe_python"}
@@ -33,7 +34,7 @@ def rig_host(name: str, profile: str, ssh_hostname: str, ssh_user: str = "root",
     + name: inventory name of the host
     + profile: profile file stem under ``inventory/profiles``
     + ssh_hostname: address or DNS name of the rig
-    + ssh_user: login user (root, or a sudoer: then set ``_sudo=True``)
+    + ssh_user: login user (root, or a sudoer: then set ``_sudo=True``, and ``_sudo_password`` if sudo asks)
     + ssh_port: SSH port
     + ssh_key: private key path (None: the SSH agent / ~/.ssh defaults)
     + profile_overrides: settings merged over the profile for this host only
@@ -71,7 +72,8 @@ def _rig_host(name: str, profile: str, ssh_hostname: str, ssh_user: str, ssh_por
     }
     if ssh_key:
         host_data["ssh_key"] = str(Path(ssh_key).expanduser())
-    return name, host_data
+    # Through rigforge's connector: key file and host key are checked first, one line per host on a problem.
+    return connector_host_name(name), host_data
 
 
 def sandbox_hosts(state_dir: Path | str = ".sandbox", profile: str = "sandbox",
