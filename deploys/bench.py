@@ -10,9 +10,12 @@ a floor of the profile fails. deploys/full.py runs the same role last (switch ``
 """
 
 from rigforge.context import run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import bench
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
+take_deploy_lock()
 bench.apply_bench()
+release_deploy_lock()

@@ -10,6 +10,7 @@ profile's record) nothing else on the host is touched.
 """
 
 from rigforge.context import current_profile, run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from rigforge.operations.nvidia_apt import driver_packages
 from rigforge.operations.reboot import reboot_if_needed
 from roles import base, cuda, driver
@@ -18,6 +19,7 @@ from roles.host import remember_reboot_triggers
 settings = run_settings()
 profile = current_profile()
 
+take_deploy_lock()
 # The applied profile is recorded first: the rig's record must name the driver it now runs.
 base.apply_base()
 changes = driver.apply_driver()
@@ -29,3 +31,4 @@ reboot_if_needed(
     driver_packages=driver_packages(profile.driver.flavor) if profile.driver else (),
     allow_reboot=settings.allow_reboot,
 )
+release_deploy_lock()

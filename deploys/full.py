@@ -7,10 +7,14 @@ Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_wei
 """
 
 from rigforge.context import run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import bench, container, engine, host, images, preflight, service, weights
 
 # Validate the run's switches before any operation is planned.
 settings = run_settings()
+
+# One deploy at a time per host: a host another run is deploying stops here (rigforge/operations/lock.py).
+take_deploy_lock()
 
 # --- preflight ---
 # First: judge the host before anything changes; a blocking failure stops this host here
@@ -45,3 +49,5 @@ service.apply_service()
 if settings.bench:
     bench.apply_bench()
 # --- end bench ---
+
+release_deploy_lock()

@@ -9,9 +9,12 @@ profile; it reboots only when a boot-affecting setting changed (and says why):
 """
 
 from rigforge.context import run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import host
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
+take_deploy_lock()
 host.apply_host()
+release_deploy_lock()

@@ -5,11 +5,14 @@
 """
 
 from rigforge.context import run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import base, container, images
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
+take_deploy_lock()
 base.apply_base()
 container.apply_container()
 images.apply_images()
+release_deploy_lock()

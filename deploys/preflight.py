@@ -18,6 +18,9 @@ Switches (``--data key=value``, see rigforge/context.py):
 """
 
 from rigforge.context import run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import preflight
 
+take_deploy_lock()
 preflight.apply_preflight(with_probe=run_settings().probe)
+release_deploy_lock()

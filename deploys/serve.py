@@ -10,13 +10,16 @@ and fetch again the ones that changed).
 """
 
 from rigforge.context import run_settings
+from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import base, engine, images, service, weights
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
+take_deploy_lock()
 base.apply_base()
 weights.apply_weights()
 images.apply_images()  # container engines: build or pull the image; nothing for a native engine
 engine.apply_engine()
 service.apply_service()
+release_deploy_lock()

@@ -21,6 +21,7 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "probe": (bool, False, "run the GPU interconnect probe in deploys/preflight.py"),
     "verify_weights": (bool, False, "re-hash every weights file and fetch again the ones that changed"),
     "probe_python": (str, "", "the python3 (with torch) that runs the probe; default: the engine's"),
+    "break_lock": (bool, False, "take over the rig's deploy lock held by another run (check it is gone first)"),
 }
 
 
@@ -35,6 +36,7 @@ class RunSettings:
     probe: bool
     verify_weights: bool
     probe_python: str
+    break_lock: bool
 
 
 def current_profile() -> Profile:

@@ -16,7 +16,7 @@ HostEntry = tuple[str, dict[str, Any]]
 _ALLOWED_HOST_DATA = {"_sudo", "_sudo_user", "_sudo_password", "ssh_known_hosts_file", "ssh_config_file",
                       "ssh_password", "allow_reboot", "skip_preflight", "bench", "probe", "verify_weights",
                       # a file on the machine running pyinfra holding the Hugging Face token (first line)
-                      "hf_token_file", "probe_python"}
+                      "hf_token_file", "probe_python", "break_lock"}
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
 

@@ -219,7 +219,10 @@ def image_built(tag: str, arguments: list[str], log: str, script: str):
         host.noop(f"image {tag} is present")
         return
     host.log(f"will build {tag} (an engine image takes 30-90 minutes on a rig; its log: {log})", logger.info)
-    yield LiveOutputCommand("sh", QuoteString(script), QuoteString(log), *(QuoteString(a) for a in arguments))
+    # On a terminal: a controller that goes away hangs up the build's docker client, which ends the build
+    # (a tag is given only to a finished image) instead of leaving it running detached beside the next run's.
+    yield LiveOutputCommand("sh", QuoteString(script), QuoteString(log), *(QuoteString(a) for a in arguments),
+                            _get_pty=True)
 
 
 @operation()

@@ -28,7 +28,8 @@ def python_venv(path: str, package: str, python: str = "python3"):
     + package: pip requirement, pinned (``xllamacpp==2026.10.11549``)
     + python: interpreter that creates the venv
 
-    The marker file is written last, so an interrupted install is redone on the next run.
+    The marker file is written last, so an interrupted install is redone on the next run; pip runs on a
+    terminal, so it dies with the controller's connection instead of going on beside the next run.
 
     **Example:**
 
@@ -46,8 +47,10 @@ def python_venv(path: str, package: str, python: str = "python3"):
         host.log(f"{path}: replacing {current} with {package}")
     yield StringCommand("rm", "-rf", QuoteString(path))
     yield StringCommand(python, "-m", "venv", QuoteString(path))
+    # On a terminal: when the controller goes away mid-install, the hang-up ends pip with it (without one, pip
+    # ran on detached and wrote into the venv the next run was rebuilding).
     yield StringCommand(
         QuoteString(f"{path}/bin/pip"), "install", "--no-cache-dir", "--disable-pip-version-check",
-        "--progress-bar", "off", QuoteString(package),
+        "--progress-bar", "off", QuoteString(package), _get_pty=True,
     )
     yield StringCommand("printf", "'%s\\n'", QuoteString(package), ">", QuoteString(marker))

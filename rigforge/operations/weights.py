@@ -30,9 +30,15 @@ def fail(message: str) -> StringCommand:
     return StringCommand("echo", QuoteString(message), ">&2;", "exit", "1")
 
 
-def tool_command(python: str, tool: str, *args: str | int) -> StringCommand:
-    """``python weights_tool.py ARGS`` with every argument quoted."""
-    return StringCommand(QuoteString(python), QuoteString(tool), *[QuoteString(str(arg)) for arg in args])
+def tool_command(python: str, tool: str, *args: str | int, transfer: bool = False) -> StringCommand:
+    """``python weights_tool.py ARGS`` with every argument quoted.
+
+    A ``transfer`` (a download that runs for minutes) gets a terminal, so that when the controller goes away
+    the hang-up ends it too: without one it ran on detached, appending to the ``.part`` file beside the
+    next run's download of the same file.
+    """
+    return StringCommand(QuoteString(python), QuoteString(tool), *[QuoteString(str(arg)) for arg in args],
+                         _get_pty=transfer)
 
 
 def missing_files(model: Model, state: WeightsState) -> list[ModelFile]:
@@ -123,7 +129,7 @@ def weights_from_files(model: Model, tool: str, python: str = "python3",
         if model.source == "mirror":
             url = f"{(model.mirror_url or '').rstrip('/')}/{wanted.name}"
             yield tool_command(python, tool, "mirror", "--dir", model.path, "--name", wanted.name,
-                               "--sha256", wanted.sha256, "--size", wanted.size, "--url", url)
+                               "--sha256", wanted.sha256, "--size", wanted.size, "--url", url, transfer=True)
         else:
             yield from _upload(model, wanted, state.part_size(wanted.name), tool, python, chunk_bytes)
 
@@ -204,7 +210,7 @@ def weights_from_hub(model: Model, tool: str, python: str, token_file: str):
                        "--revision", model.revision or "", "--token-file", token_file]
     for pattern in model.allow_patterns:
         args += ["--allow", pattern]
-    yield tool_command(python, tool, *args)
+    yield tool_command(python, tool, *args, transfer=True)
 
 
 @operation()

@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rigforge.operations.lock import LOCK_OPERATION_NAMES
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYINFRA_TIMEOUT_S = 1800
 
@@ -97,10 +99,12 @@ def changed_ops(result: PyinfraResult) -> list[str]:
 
     After a real run pyinfra's plan lists no ``hosts_with_change`` any more (it is computed after
     the run), so the results' ``success`` lists (changed hosts; unchanged ones are ``no_change``) count.
+    The deploy lock's take and release run on every executed deploy and change nothing of the rig: not counted.
     """
     results = (result.data or {}).get("results")
     if results:
-        return [op["name"] for op in results["operations"] if op["success"]]
+        return [op["name"] for op in results["operations"]
+                if op["success"] and not any(name in LOCK_OPERATION_NAMES for name in op.get("names", [op["name"]]))]
     return [op["name"] for op in result.plan if op.get("hosts_with_change")]
 
 

@@ -1,0 +1,173 @@
+"""Interrupted runs resume: the controller is stopped (Ctrl-C or SIGKILL) in the middle of a long step, and
+the next run converges with nothing half-written, no leftover lock and no manual cleanup.
+
+Real here: a Debian 12 host with systemd, SSH, deploys/serve.py with the sandbox profile (xllamacpp from
+PyPI, Gemma 3 270M uploaded with the ``local`` source, the real systemd unit). The only helper in between
+is the counting SSH relay of serve_helpers (it holds the upload after N bytes, so the weights transfer is
+caught midway without a timing race). The tests share one host and run in order:
+
+1. Ctrl-C in the middle of the weights upload: the next run takes over the lock, resumes at the last whole
+   chunk and ends with verified weights and a healthy service;
+2. SIGKILL while pip fills the engine venv: pip dies with the connection (it ran on detached before), and
+   the next run rebuilds the venv whole;
+3. Ctrl-C while the engine unit restarts with a new flag: the next run finds the service running with
+   its current inputs and changes nothing more.
+
+Each ends with a dry run that plans no change and no lock on the host. (The image build, deploys/images.py,
+is made safe the same way — its build runs on a terminal and is tagged only when it succeeds — but it is
+not interrupted here: test_images_build.py's Docker-in-host setup would add minutes.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rigforge.engines import LLAMA_VENV
+from rigforge.operations.lock import LOCK_PATH
+from rigforge.operations.venv import venv_marker
+from rigforge.operations.weights import UPLOAD_CHUNK_BYTES
+from rigforge.profile.loader import load_profile
+from rigforge.sandbox import SandboxHost, exec_in
+from rigforge.sandbox.model import ensure_gemma
+from tests.e2e.conftest import Sandbox
+from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, pyinfra_command, run_pyinfra
+from tests.e2e.serve_helpers import (
+    SshProxy,
+    ask_capital_of_france,
+    known_hosts_for_port,
+    proxied_inventory,
+    service_show,
+)
+
+DEPLOY = "deploys/serve.py"
+PROFILE = load_profile("sandbox")
+MODEL_FILE = f"{PROFILE.model.path}/{PROFILE.model.files[0].name}"
+BASE_URL = f"http://127.0.0.1:{PROFILE.engine.port}"
+TAKEOVER = "taking over the deploy lock held by"
+
+
+@dataclass
+class Rig:
+    sandbox: Sandbox
+    host: SandboxHost
+    overrides: dict
+    inventory: Path
+    tmp: Path
+
+
+@pytest.fixture(scope="module")
+def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    tmp = tmp_path_factory.mktemp("resume")
+    model = ensure_gemma(REPO_ROOT / ".cache" / "models")
+    host = sandbox.fresh_host("resume")
+    overrides = {"model": {"local_path": str(model)}}
+    yield Rig(sandbox, host, overrides, sandbox.write_inventory(tmp / "inventory.py", [host], "sandbox", overrides),
+              tmp)
+
+
+def interrupt_when(inventory: Path, log: Path, ready: Callable[[], bool], sig: signal.Signals,
+                   timeout_s: float = 600) -> None:
+    """Run the deploy in the background and send ``sig`` to it once ``ready()`` says the step is under way."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with log.open("w") as out:  # a file: a full pipe would stall pyinfra
+        run = subprocess.Popen(pyinfra_command(inventory, DEPLOY), cwd=REPO_ROOT, env=env, stdout=out,
+                               stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert run.poll() is None, f"the deploy ended before the step under test:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the step under test never started:\n{log.read_text()[-3000:]}"
+            time.sleep(0.3)
+        run.send_signal(sig)
+        assert run.wait(timeout=60) != 0, "the interrupted deploy reported success"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+def converged(rig: Rig, inventory: Path) -> None:
+    """No lock left, the service healthy and answering, and a dry run that plans nothing."""
+    assert exec_in(rig.host, f"test -e {LOCK_PATH}").returncode != 0
+    assert service_show(rig.host, "ActiveState", "UnitFileState") == {"ActiveState": "active",
+                                                                      "UnitFileState": "enabled"}
+    assert ask_capital_of_france(rig.host, BASE_URL, PROFILE.engine.served_model_name)["text"].startswith(" Paris")
+    assert_no_changes(inventory, DEPLOY)
+
+
+def processes(host: SandboxHost, pattern: str) -> str:
+    return exec_in(host, f"pgrep -af {pattern!r} || true").stdout.strip()
+
+
+def test_ctrl_c_in_the_weights_upload(rig: Rig) -> None:
+    host, state = rig.host, rig.sandbox.state
+    proxy = SshProxy(host.port, pause_after=int(2.4 * UPLOAD_CHUNK_BYTES))
+    known = known_hosts_for_port(state.known_hosts_path, host.port, proxy.port, rig.tmp / "known_hosts")
+    through_proxy = proxied_inventory(rig.tmp / "proxied.py", rig.sandbox.state_dir, host, proxy, known,
+                                      rig.overrides)
+    part = f"{MODEL_FILE}.part"
+
+    def two_chunks_stored() -> bool:
+        size = exec_in(host, f"stat -c %s {part} 2>/dev/null").stdout.strip()
+        return proxy.paused.is_set() and size == str(2 * UPLOAD_CHUNK_BYTES)
+
+    try:
+        interrupt_when(through_proxy, rig.tmp / "weights.log", two_chunks_stored, signal.SIGINT)
+    finally:
+        proxy.close()
+    assert exec_in(host, f"test -e {MODEL_FILE}").returncode != 0  # never a final name on unverified bytes
+
+    again = run_pyinfra(rig.inventory, DEPLOY)
+    output = again.stdout + again.stderr
+    assert TAKEOVER in output and "is gone" in output
+    assert f"resuming the upload at {2 * UPLOAD_CHUNK_BYTES / 1e6:.1f}" in output
+    assert exec_in(host, f"sha256sum {MODEL_FILE}").stdout.split()[0] == PROFILE.model.files[0].sha256
+    leftovers = [name for name in exec_in(host, f"ls -A {PROFILE.model.path}").stdout.split()
+                 if name.endswith((".part", ".chunk"))]
+    assert leftovers == []
+    converged(rig, rig.inventory)
+
+
+def test_sigkill_in_the_engine_venv_install(rig: Rig) -> None:
+    host = rig.host
+    package = PROFILE.engine.native.package  # type: ignore[union-attr]
+    # No marker: what an install cut short leaves, so this run rebuilds the venv (and pip downloads again).
+    exec_in(host, f"rm -f {venv_marker(LLAMA_VENV)}")
+    interrupt_when(rig.inventory, rig.tmp / "venv.log",
+                   lambda: bool(processes(host, f"{LLAMA_VENV}/bin/pip install")), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while leftover := processes(host, f"{LLAMA_VENV}/bin/pip"):
+        assert time.monotonic() < deadline, f"pip went on without its controller: {leftover}"
+        time.sleep(0.5)
+    assert exec_in(host, f"test -e {venv_marker(LLAMA_VENV)}").returncode != 0
+
+    again = run_pyinfra(rig.inventory, DEPLOY)
+    assert TAKEOVER in again.stdout + again.stderr
+    assert exec_in(host, f"cat {venv_marker(LLAMA_VENV)}").stdout.strip() == package
+    imported = exec_in(host, f"{LLAMA_VENV}/bin/python -c 'import xllamacpp'")
+    assert imported.returncode == 0, imported.stderr
+    converged(rig, rig.inventory)
+
+
+def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
+    host = rig.host
+    before = service_show(host, "InvocationID")["InvocationID"]
+    changed = rig.sandbox.write_inventory(rig.tmp / "batch.py", [host], "sandbox",
+                                          {**rig.overrides, "engine": {"flags": {"--batch-size": 256}}})
+    interrupt_when(changed, rig.tmp / "restart.log",
+                   lambda: bool(processes(host, "rigforge-wait-healthy")), signal.SIGINT)
+
+    again = run_pyinfra(changed, DEPLOY)
+    assert TAKEOVER in again.stdout + again.stderr
+    pid = service_show(host, "MainPID")["MainPID"]
+    assert "--batch-size\x00256" in exec_in(host, f"cat /proc/{pid}/cmdline").stdout
+    assert service_show(host, "InvocationID")["InvocationID"] != before
+    converged(rig, changed)
