@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import paramiko
@@ -118,3 +120,18 @@ def _ed25519_file(tmp_path: Path) -> Path:
     path = tmp_path / "id_ed25519"
     ensure_key_pair(path)
     return path
+
+
+def test_shipped_inventory_without_its_key_file_is_one_line(tmp_path: Path) -> None:
+    # The first contact: inventory/rig2x.py as shipped, on a machine with no ~/.ssh/id_ed25519 (HOME
+    # points at an empty folder). The key file is checked before any connection: nothing is sent anywhere.
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "pyinfra", "inventory/rig2x.py", "deploys/full.py", "--dry"],
+                            cwd=root, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "HOME": str(tmp_path)})
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output
+    missing = tmp_path / ".ssh" / "id_ed25519"
+    assert f"[rig2x-a] SSH key file {missing} does not exist; fix ssh_key in the inventory entry 'rig2x-a'" in output
+    assert "pyinfra error: No hosts remaining!" in output
