@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
@@ -24,6 +25,9 @@ from pathlib import Path
 import paramiko
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+_QUIET_LOG = "rigforge.first_contact.handshake"
+logging.getLogger(_QUIET_LOG).addHandler(logging.NullHandler())
+logging.getLogger(_QUIET_LOG).propagate = False
 
 
 def known_hosts_name(hostname: str, port: int) -> str:
@@ -118,6 +122,8 @@ def fetch_server_key(hostname: str, port: int, timeout: float, preferred_types: 
     """
     sock = socket.create_connection((hostname, port), timeout=timeout)
     transport = paramiko.Transport(sock)
+    # paramiko logs a failed handshake with a traceback from its own thread; the caller reports it in one line.
+    transport.set_log_channel(_QUIET_LOG)
     try:
         transport.banner_timeout = timeout
         if preferred_types:
@@ -151,8 +157,10 @@ def host_key_problem(name: str, hostname: str, port: int, known_hosts: str | Non
                 f"entry {name!r}")
     except TimeoutError:
         return no_answer_line(name, hostname, port, timeout, "timed out")
-    except (OSError, EOFError, paramiko.SSHException) as exc:
-        return no_answer_line(name, hostname, port, timeout, _reason(exc))
+    except OSError as exc:
+        return no_answer_line(name, hostname, port, timeout, exc.strerror or str(exc))
+    except (EOFError, paramiko.SSHException):
+        return no_answer_line(name, hostname, port, timeout, "the port answered, but no SSH handshake")
     verdict = host_key_verdict(known, server_key)
     if verdict == "unknown":
         return unknown_key_line(name, hostname, port, known_hosts, server_key)
@@ -160,9 +168,3 @@ def host_key_problem(name: str, hostname: str, port: int, known_hosts: str | Non
         return changed_key_line(name, hostname, port, known_hosts, server_key)
     return None
 
-
-def _reason(exc: BaseException) -> str:
-    """A short reason for a failed connection: the OS's words (``Connection refused``) or the SSH error."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__

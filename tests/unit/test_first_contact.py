@@ -109,6 +109,17 @@ def test_port_nothing_listens_on_is_one_line(tmp_path: Path) -> None:
                     "is on, the address and ssh_port in the inventory entry 'rig', and that sshd runs there")
 
 
+def test_port_that_never_speaks_ssh_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as mute:  # accepts the TCP connection (kernel backlog), never sends a banner
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(1)
+        port = mute.getsockname()[1]
+        line = host_key_problem("rig", "127.0.0.1", port, str(tmp_path / "known_hosts"), timeout=1)
+    assert line is not None
+    assert line.startswith(f"no SSH answer from 127.0.0.1 port {port} within 1s (the port answered, but no SSH")
+    assert "Traceback" not in capfd.readouterr().err, "paramiko's handshake thread printed a traceback"
+
+
 def test_connector_keeps_the_host_name() -> None:
     assert connector_host_name("rig2x-a") == "@rigforge/rig2x-a"
     assert list(RigSSHConnector.make_names_data("rig2x-a")) == [("rig2x-a", {}, [])]
