@@ -21,11 +21,15 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "probe": (bool, False, "run the GPU interconnect probe in deploys/preflight.py"),
     "verify_weights": (bool, False, "re-hash every weights file and fetch again the ones that changed"),
     "probe_python": (str, "", "the python3 (with torch) that runs the probe; default: the engine's"),
+    "rollback": (bool, False, "deploys/driver_update.py: reinstall the driver recorded before the last update"),
+    "on_regression": (str, "stop", "deploys/driver_update.py after a slower bench: stop, or rollback"),
     "break_lock": (bool, False, "take over the rig's deploy lock held by another run (check it is gone first)"),
 }
 
 
 _COMMAND = re.compile(r"^[A-Za-z0-9._/+-]+$")
+#: Switches that take one of a few words.
+_CHOICES: dict[str, tuple[str, ...]] = {"on_regression": ("stop", "rollback")}
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class RunSettings:
     probe: bool
     verify_weights: bool
     probe_python: str
+    rollback: bool
+    on_regression: str
     break_lock: bool
 
 
@@ -63,6 +69,8 @@ def run_settings() -> RunSettings:
         if not isinstance(value, kind):
             expected = "true or false" if kind is bool else "a value"
             raise ProfileError(f"--data {key}={value!r}: expected {expected} — {meaning}")
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise ProfileError(f"--data {key}={value!r}: expected one of {', '.join(_CHOICES[key])} — {meaning}")
         if kind is str and value and not _COMMAND.match(value):
             raise ProfileError(
                 f"--data {key}={value!r}: expected a command or path (letters, digits, ._/+-) — {meaning}"

@@ -60,6 +60,7 @@ from rigforge.facts.gpu import NvidiaGpus
 from rigforge.facts.weights import WeightsOnDisk
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
+from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
 from rigforge.report import Verdict, judge, render_markdown, render_plot
@@ -120,7 +121,8 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
     image = image_ref(profile)
     manifest = weights.manifest
     return RigVersions(
-        driver_version=gpus.driver_version,
+        # nvidia-smi's XML names the driver; without it, the loaded module's version (same fact as the reboot's).
+        driver_version=gpus.driver_version or loaded_driver_version(bench_host),
         cuda_driver_version=gpus.cuda_version,
         kernel=bench_host.get_fact(KernelVersion),
         gpus=tuple(gpu.name for gpu in gpus.gpus),

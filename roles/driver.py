@@ -75,12 +75,18 @@ def driver_ready(profile: Profile) -> bool:
 
 
 @deploy("NVIDIA driver")
-def apply_driver() -> DriverChanges:
-    """Install the profile's NVIDIA driver from NVIDIA's repository, pinned and held."""
+def apply_driver(version: str | None = None) -> DriverChanges:
+    """Install the profile's NVIDIA driver from NVIDIA's repository, pinned and held.
+
+    + version: install this version instead of the profile's (a rollback to the recorded one)
+    """
     profile = current_profile()
-    driver = profile.driver
-    if driver is None:
+    if profile.driver is None:
         return DriverChanges()
+    if version is not None:
+        profile = profile.model_copy(update={"driver": profile.driver.model_copy(update={"version": version})})
+    driver = profile.driver
+    assert driver is not None
     platform = host_platform()
     rendered = render_driver_files(profile, platform)
     packages = driver_packages(driver.flavor)

@@ -268,6 +268,15 @@ class Bench(StrictModel):
         return self
 
 
+class DriverUpdate(StrictModel):
+    # A command (argv) run on the rig before its engine stops, e.g. to take it out of a load balancer;
+    # empty: none. Its counterpart runs once the engine is healthy again.
+    drain_command: list[SafeText]
+    undrain_command: list[SafeText]
+    # A bench result this recent, of the same workload on the same driver, serves as the baseline.
+    baseline_max_age_minutes: Annotated[int, Field(ge=0)]
+
+
 class Profile(StrictModel):
     name: Name
     description: SafeText
@@ -283,6 +292,7 @@ class Profile(StrictModel):
     engine: Engine
     model: Model
     bench: Bench
+    driver_update: DriverUpdate
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:

@@ -1,0 +1,163 @@
+"""A driver update's evidence on the controller: which bench was the baseline, which came after, the
+comparison (``rigforge.compare``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
+beside the run folders, with ``comparison.md`` and ``comparison.png`` in the after-bench's folder.
+
+The rollout (``python -m rigforge.rollout``) reads these records to build its fleet table.
+
+Example::
+
+    record = judge_update(Path("results"), "rig2x-a", profile, "590.48.01", "595.45.04",
+                          "20261123T040000Z", baseline=None, rollback=False)
+    print("\\n".join(record.report_lines()))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from rigforge.history import find_results, load_result
+from rigforge.profile import Profile
+
+UPDATES_DIR = "updates"
+#: The workload of a bench run: results that differ in any of these are not comparable.
+WORKLOAD_KEYS = ("model", "endpoint", "concurrency", "input_tokens", "output_tokens", "cell_seconds",
+                 "warmup_requests")
+REGRESSION = "regression"
+
+
+@dataclass(frozen=True)
+class UpdateRecord:
+    """One host's update (or rollback): versions, the two benches, the headline number and the verdict."""
+
+    host: str
+    started: str
+    rollback: bool
+    driver_before: str | None
+    driver_after: str
+    baseline: str
+    after: str
+    decode_before: float | None
+    decode_after: float | None
+    verdict: str
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict != REGRESSION
+
+    @property
+    def change_pct(self) -> float | None:
+        if not self.decode_before or self.decode_after is None:
+            return None
+        return 100.0 * (self.decode_after - self.decode_before) / self.decode_before
+
+    def report_lines(self) -> list[str]:
+        what = "rollback" if self.rollback else "update"
+        change = f"{self.change_pct:+.1f} %" if self.change_pct is not None else "n/a"
+        return [f"driver {what} on {self.host}: {self.driver_before} -> {self.driver_after}; decode C=1 "
+                f"{_number(self.decode_before)} -> {_number(self.decode_after)} tok/s ({change}); "
+                f"verdict: {self.verdict}", self.summary, f"baseline {self.baseline}; after {self.after}"]
+
+
+def _number(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "n/a"
+
+
+def workload(result: dict[str, Any]) -> dict[str, Any]:
+    """The comparable part of a result's config (what was measured, not where or when)."""
+    config = result.get("config") or {}
+    return {**{key: config.get(key) for key in WORKLOAD_KEYS}, "repeats": config.get("repeats", 1)}
+
+
+def profile_workload(profile: Profile) -> dict[str, Any]:
+    """The workload the profile's bench would measure, in the result's terms."""
+    bench = profile.bench
+    return {"model": profile.engine.served_model_name, "endpoint": "completions",
+            "concurrency": list(bench.concurrency), "input_tokens": list(bench.input_tokens),
+            "output_tokens": bench.output_tokens, "cell_seconds": float(bench.cell_seconds),
+            "warmup_requests": bench.warmup_requests, "repeats": bench.repeats}
+
+
+def finished_at(result: dict[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(result.get("finished")))
+    except ValueError:
+        return None
+
+
+def recent_baseline(root: Path, host: str, profile: Profile, installed: str | None,
+                    now: datetime | None = None) -> Path | None:
+    """The newest passing result of the profile's workload on ``installed``, younger than the profile's
+    ``driver_update.baseline_max_age_minutes``; None when a fresh baseline must be measured."""
+    max_age = timedelta(minutes=profile.driver_update.baseline_max_age_minutes)
+    now = now or datetime.now(timezone.utc)
+    wanted = profile_workload(profile)
+    for run in reversed(find_results(root, host)):
+        result = load_result(run)
+        finished = finished_at(result)
+        if finished is None or now - finished > max_age:
+            return None  # older ones are older still
+        if (result.get("status") == "ok" and workload(result) == wanted
+                and (result.get("metadata") or {}).get("driver_version") == installed):
+            return run
+    return None
+
+
+def headline_decode(result: dict[str, Any]) -> float | None:
+    """Median decode tok/s per user of the lowest-concurrency, shortest-prompt cell (the fleet table's number)."""
+    cells = [cell for cell in result.get("cells") or [] if cell.get("metrics")]
+    if not cells:
+        return None
+    cell = min(cells, key=lambda c: (c["concurrency"], c["input_tokens"]))
+    return (cell["metrics"].get("decode_tps_per_user") or {}).get("median")
+
+
+def judge_update(root: Path, host: str, profile: Profile, driver_before: str | None, driver_after: str,
+                 started: str, baseline: Path | None, rollback: bool) -> UpdateRecord:
+    """Compare this update's benches, write the comparison and the record, and return the record.
+
+    + root: the controller's results folder
+    + started: the update's stamp; the first run from it on is the baseline (unless ``baseline`` is
+      given), the newest is the after-bench
+    + baseline: a recent result reused as the baseline
+    """
+    from rigforge.compare import RegressionPolicy, compare
+
+    runs = [run for run in find_results(root, host) if run.name >= started]
+    if not runs or (baseline is None and len(runs) < 2):
+        raise RuntimeError(f"{host}: the benches of the update started {started} are missing under {root}")
+    before_dir = baseline or runs[0]
+    after_dir = runs[-1]
+    before, after = load_result(before_dir), load_result(after_dir)
+    comparison = compare(before, after, RegressionPolicy.from_profile(profile))
+    (after_dir / "comparison.md").write_text(comparison.render_markdown())
+    comparison.render_plot(after_dir / "comparison.png")
+    record = UpdateRecord(host=host, started=started, rollback=rollback, driver_before=driver_before,
+                          driver_after=driver_after, baseline=str(before_dir), after=str(after_dir),
+                          decode_before=headline_decode(before), decode_after=headline_decode(after),
+                          verdict=str(comparison.verdict), summary=comparison.summary())
+    write_record(root, record)
+    return record
+
+
+def write_record(root: Path, record: UpdateRecord) -> Path:
+    """``<root>/<host>/updates/<started>.json``, written to a temporary name and renamed."""
+    folder = root / record.host / UPDATES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{record.started}{'-rollback' if record.rollback else ''}.json"
+    temporary = path.with_suffix(".json.new")
+    temporary.write_text(json.dumps(asdict(record), indent=1) + "\n")
+    os.replace(temporary, path)
+    return path
+
+
+def records_since(root: Path, host: str, since: str) -> list[UpdateRecord]:
+    """The host's update records from ``since`` (a stamp) on, oldest first."""
+    folder = root / host / UPDATES_DIR
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return [UpdateRecord(**json.loads(path.read_text())) for path in paths if path.name >= since]

@@ -1,0 +1,241 @@
+"""Driver update role: one rig's driver change as a measured, reversible step.
+
+The order, for a rig whose installed or loaded driver is not the target:
+
+baseline bench (or a recent result of the same workload on the installed driver) → drain (the
+profile's ``driver_update.drain_command``, then the engine unit stops) → record the installed driver
+in ``/etc/rigforge/driver-previous`` (atomically) → the driver role at the target version (and CUDA)
+→ the kernel-module check → one reboot → verify (in-process: installed, held and loaded at the
+target, persistenced running, no reboot left pending) → engine image and JIT cache (rebuilt only when
+an input changed) → the engine unit, healthy → ``undrain_command`` → bench with the same workload →
+comparison with the baseline → verdict, kept on the controller (``rigforge.update_record``).
+
+The target is the profile's ``driver.version``, or with ``--data rollback=true`` the version recorded
+before the last update. With ``--data on_regression=rollback`` a regression verdict rolls the rig back
+in the same run (nested operations, executed at once) and the deploy still fails, naming both.
+
+A rig already on its target plans nothing here: no bench, no drain, no reboot.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, deploy, operation
+from pyinfra.api.host import Host
+from pyinfra.api.state import State
+from pyinfra.facts.files import FileContents
+from pyinfra.operations import server, systemd
+
+from rigforge.bench_plan import results_root, run_stamp
+from rigforge.context import RunSettings, current_profile
+from rigforge.engines import UNIT_NAME
+from rigforge.facts.packages import DpkgPackages
+from rigforge.operations.files import managed_file
+from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
+from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
+from rigforge.profile import Profile
+from rigforge.profile.loader import ProfileError
+from rigforge.update_record import UpdateRecord, judge_update, recent_baseline
+from roles import bench, cuda, driver, images, service
+from roles.host import remember_reboot_triggers
+
+PREVIOUS_FILE = "/etc/rigforge/driver-previous"
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What this run does to the rig's driver, read before anything changes."""
+
+    installed: str | None
+    loaded: str | None
+    target: str
+    rollback: bool
+
+    @property
+    def pending(self) -> bool:
+        return self.installed != self.target or self.loaded != self.target
+
+
+def previous_driver() -> str | None:
+    """The driver version recorded before the last update on this rig, or None."""
+    lines = [line.strip() for line in host.get_fact(FileContents, path=PREVIOUS_FILE) or [] if line.strip()]
+    return lines[0] if lines else None
+
+
+def plan_update(profile: Profile, rollback: bool) -> UpdatePlan:
+    """Read the rig's driver and decide the target; a rollback with nothing recorded stops here."""
+    assert profile.driver is not None
+    installed = installed_driver_version(host.get_fact(DpkgPackages), driver_packages(profile.driver.flavor))
+    target = profile.driver.version
+    if rollback:
+        recorded = previous_driver()
+        if recorded is None:
+            raise ProfileError(f"--data rollback=true: {host.name} has no {PREVIOUS_FILE} (no driver update by "
+                               "rigforge to roll back)")
+        target = recorded
+    return UpdatePlan(installed, loaded_driver_version(host), target, rollback)
+
+
+@deploy("Driver update")
+def apply_driver_update(settings: RunSettings) -> None:
+    """Update (or roll back) the rig's driver, measured before and after; nothing when it is on target."""
+    profile = current_profile()
+    if profile.driver is None:
+        host.log("driver update: the profile installs no NVIDIA driver", logger.info)
+        return
+    plan = plan_update(profile, settings.rollback)
+    if not plan.pending:
+        host.log(f"driver update: {plan.target} is installed and loaded; nothing to do", logger.info)
+        return
+    update_flow(profile, plan, settings)
+
+
+def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> None:
+    """The operations of one update (or rollback), in order; see the module docstring."""
+    assert profile.driver is not None
+    started = run_stamp(datetime.now(timezone.utc))
+    results = results_root()
+    verb = "Roll back" if plan.rollback else "Update"
+    baseline = recent_baseline(results, host.name, profile, plan.installed)
+    if baseline is None:
+        bench.smoke_benchmark(name=f"Baseline bench on driver {plan.installed}", profile=profile,
+                              results_dir=str(results))
+    else:
+        host.log(f"driver update: baseline is the recent result {baseline}", logger.info)
+    hooks = profile.driver_update
+    if hooks.drain_command:
+        server.shell(name="Take the rig out of service (driver_update.drain_command)",
+                     commands=[shlex.join(hooks.drain_command)])
+    systemd.service(name=f"Stop {UNIT_NAME} for the driver change", service=UNIT_NAME, running=False)
+    if not plan.rollback and plan.installed and plan.installed != plan.target:
+        managed_file(name=f"Record the driver before the update ({plan.installed})", dest=PREVIOUS_FILE,
+                     content=plan.installed + "\n")
+    changes = driver.apply_driver(version=plan.target)
+    remember_reboot_triggers(changes.boot_triggers)
+    cuda.apply_cuda(refreshed_by=changes.refreshed_by)
+    reboot_if_needed(name=f"Reboot into driver {plan.target}", triggers=changes.boot_triggers,
+                     driver_packages=driver_packages(profile.driver.flavor), allow_reboot=settings.allow_reboot)
+    verify_driver(name=f"Verify driver {plan.target} is installed, held and loaded", target=plan.target,
+                  packages=driver_packages(profile.driver.flavor), hold=profile.driver.hold)
+    images.apply_images()
+    service.apply_service()
+    if hooks.undrain_command:
+        server.shell(name="Put the rig back in service (driver_update.undrain_command)",
+                     commands=[shlex.join(hooks.undrain_command)])
+    bench.smoke_benchmark(name=f"Bench on driver {plan.target}", profile=profile, results_dir=str(results))
+    judge_driver_update(name=f"{verb}: compare the benches before and after", profile=profile, plan=plan,
+                        settings=settings, started=started, baseline=str(baseline) if baseline else None)
+
+
+@operation(is_idempotent=False)
+def verify_driver(target: str, packages: tuple[str, ...], hold: bool):
+    """
+    Check, once the rig is back, that the target driver is installed, held as the profile says, loaded,
+    that nvidia-persistenced runs and that no reboot is left pending (the driver verify suite's promises).
+
+    + target: the driver version the rig must run
+    + packages: the top-level driver packages
+    + hold: whether they must be held
+
+    **Example:**
+
+    .. code:: python
+
+        verify_driver(name="Verify the driver", target="595.45.04", packages=("nvidia-open",), hold=True)
+    """
+    if not state.is_executing:
+        host.noop("verified once the rig is back from its reboot")
+        return
+    yield FunctionCommand(_verify, (target, tuple(packages), hold), {})
+
+
+def _verify(state: State, host: Host, target: str, packages: tuple[str, ...], hold: bool) -> bool:
+    del state
+    failures = driver_failures(host, target, packages, hold)
+    for failure in failures:
+        host.log_styled(f"verify FAILED: {failure}", fg="red", log_func=logger.error)
+    if not failures:
+        host.log(f"verify: driver {target} installed, {'held, ' if hold else ''}loaded; persistenced active")
+    return not failures
+
+
+def driver_failures(rig: Host, target: str, packages: tuple[str, ...], hold: bool) -> list[str]:
+    """What is wrong with the rig's driver now (empty: nothing)."""
+    dpkg = rig.get_fact(DpkgPackages)
+    failures = []
+    installed = installed_driver_version(dpkg, packages)
+    if installed != target:
+        failures.append(f"installed driver is {installed}, expected {target}")
+    unheld = [name for name in packages if name in dpkg and dpkg[name].held != hold]
+    if unheld:
+        failures.append(f"{', '.join(unheld)}: hold is not {hold}")
+    loaded = loaded_driver_version(rig)
+    if loaded != target:
+        failures.append(f"loaded driver is {loaded}, expected {target}")
+    pending = [line for line in rig.get_fact(FileContents, path=PENDING_FILE) or [] if line.strip()]
+    if pending:
+        failures.append(f"a reboot is still pending ({'; '.join(pending)})")
+    _, output = rig.run_shell_command("systemctl is-active nvidia-persistenced.service")
+    if output.stdout.strip() != "active":
+        failures.append(f"nvidia-persistenced is {output.stdout.strip() or 'not active'}")
+    return failures
+
+
+@operation(is_idempotent=False)
+def judge_driver_update(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str,
+                        baseline: str | None):
+    """
+    Compare the bench after the change with the baseline, keep the verdict on the controller, and fail
+    on a regression (first rolling the rig back when ``on_regression=rollback``).
+
+    + profile: the host's profile (tolerance, workload)
+    + plan: the update being judged
+    + settings: the run's switches (``on_regression``)
+    + started: the update's stamp; benches from it on belong to this update
+    + baseline: a reused baseline run folder, None when this update measured its own
+
+    **Example:**
+
+    .. code:: python
+
+        judge_driver_update(name="Compare", profile=p, plan=plan, settings=s, started="20261123T040000Z",
+                            baseline=None)
+    """
+    if not state.is_executing:
+        host.noop("judged once both benches ran")
+        return
+    outcome: dict[str, bool] = {}
+    yield FunctionCommand(_judge, (profile, plan, settings, started, baseline, outcome), {})
+    yield FunctionCommand(_outcome, (outcome,), {})
+
+
+def _outcome(state: State, host: Host, outcome: dict[str, bool]) -> bool:
+    del state, host
+    return outcome.get("ok", False)
+
+
+def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str, baseline: str | None,
+           outcome: dict[str, bool]) -> None:
+    # No (state, host) parameters: pyinfra then runs this with the host in context, so the rollback's
+    # operations, called from here, execute at once as nested operations. Its verdict goes to ``_outcome``,
+    # whose return value pyinfra reads (it ignores this one's).
+    record: UpdateRecord = judge_update(results_root(), host.name, profile, plan.installed, plan.target,
+                                        started, Path(baseline) if baseline else None, plan.rollback)
+    outcome["ok"] = record.ok
+    for line in record.report_lines():
+        host.log(line, logger.info if record.ok else logger.error)
+    if record.ok or plan.rollback:
+        return
+    if settings.on_regression == "rollback" and plan.installed:
+        host.log_styled(f"{record.verdict}: rolling {host.name} back to driver {plan.installed} "
+                        "(on_regression=rollback)", fg="yellow", log_func=logger.warning)
+        back = UpdatePlan(plan.target, plan.target, plan.installed, rollback=True)
+        update_flow(profile, back, settings)
+    else:
+        host.log_styled(f"{record.verdict}: {host.name} stays on {plan.target}; roll it back with "
+                        "--data rollback=true", fg="red", log_func=logger.error)

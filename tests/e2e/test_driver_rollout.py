@@ -1,0 +1,159 @@
+"""A driver update rolled through a fleet of three sandbox rigs, for real: 590.48.01 → 595.45.04.
+
+Real here: three Debian 12 systemd hosts, apt with a signed repository, the pinned and held driver,
+``systemctl reboot`` of each host, llama.cpp's server (xllamacpp) with Gemma 3 270M under systemd, and
+the bench before and after each update (its numbers are measured; no test asserts a speed). The slow
+rig is really slow: its container's CPU is cut with ``docker update --cpus``.
+
+STAND-INS (tests/standins/nvidia_cuda_repo.py), because NVIDIA's repository and GPUs cannot exist here:
+the repository's packages and key, the "kernel module" (a version file published at boot) and
+nvidia-smi; the profile's ``gpus`` section describes two stand-in GPUs so the profile may carry a driver.
+The engine runs on the CPU, so the driver version cannot change its speed: the clean updates compare
+equal within the sandbox's noise, the throttled one regresses.
+
+Sandbox profile data (not stand-ins, but chosen for this noisy 2-core machine): one bench cell (C=1),
+and a decode tolerance of 40 % instead of the base profile's 5 %, so CPU noise from the other hosts
+never reads as a regression while a 0.25-CPU rig (several times slower) always does.
+
+The tests share the three hosts and run in file order (regression first, then the clean finish, then
+the second run); a failed step skips the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
+
+from rigforge.bench_plan import RESULTS_DIR_VARIABLE
+from rigforge.sandbox import SandboxHost, boot_token, exec_in
+from rigforge.sandbox.docker import docker
+from rigforge.sandbox.model import ensure_gemma
+from rigforge.update_record import records_since
+from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
+
+if TYPE_CHECKING:
+    from conftest import Sandbox
+
+OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
+STANDIN_GPUS = {"count": 2, "model": "RTX PRO 6000 Blackwell", "compute_capability": "12.0", "memory_mib": 97887,
+                "bar1_mib": 131072, "topology": "PIX", "pcie_gen": 5, "pcie_width": 16, "persistence_mode": True}
+SANDBOX_BENCH = {"concurrency": [1],
+                 "regression_tolerance": [{"metric": "decode_tps_per_user", "max_worse_percent": 40}]}
+THROTTLED_CPUS = "0.25"
+
+
+@dataclass
+class Fleet:
+    """The three hosts, their inventories (old and new driver) and where results land."""
+
+    sandbox: Sandbox
+    hosts: list[SandboxHost]
+    old: Path
+    new: Path
+    results: Path
+    done: list[str] = field(default_factory=list)
+
+    def require(self, step: str) -> None:
+        if step not in self.done:
+            pytest.skip(f"needs the earlier step {step!r}, which did not pass")
+
+    def loaded(self, host: SandboxHost) -> str:
+        return exec_in(host, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split()[0]
+
+    def rollout(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, RESULTS_DIR_VARIABLE: str(self.results),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        return subprocess.run([sys.executable, "-m", "rigforge.rollout", str(self.new), *args], cwd=REPO_ROOT,
+                              env=env, capture_output=True, text=True, timeout=2400, check=False)
+
+
+def _overrides(repo_overrides: dict, version: str) -> dict:
+    driver = {**repo_overrides["driver"], "version": version, "flavor": "open", "hold": True}
+    return {"gpus": STANDIN_GPUS, "driver": driver, "bench": SANDBOX_BENCH}
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    """Three rigs on driver 590 (host layer, one reboot each), serving Gemma (serve deploy)."""
+    ensure_gemma(REPO_ROOT / ".sandbox" / "models")
+    work = tmp_path_factory.mktemp("rollout")
+    repo = build_repo(tmp_path_factory.mktemp("standin-repo"))
+    hosts = [sandbox.fresh_host(f"roll{index}") for index in (1, 2, 3)]
+    for host in hosts:
+        serve_in_host(repo, host.container)
+    overrides = repo.profile_overrides(OLD_DRIVER)
+    old = sandbox.write_inventory(work / "old.py", hosts, "sandbox", _overrides(overrides, OLD_DRIVER))
+    new = sandbox.write_inventory(work / "new.py", hosts, "sandbox", _overrides(overrides, NEW_DRIVER))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(RESULTS_DIR_VARIABLE, str(work / "results"))
+        run_pyinfra(old, "deploys/host.py")
+        run_pyinfra(old, "deploys/serve.py")
+    return Fleet(sandbox, hosts, old, new, work / "results")
+
+
+def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) -> None:
+    first, slow, last = fleet.hosts
+    assert [fleet.loaded(host) for host in fleet.hosts] == [OLD_DRIVER] * 3
+    # The slow rig's baseline is measured at full speed; then its CPU is cut, so the bench after its
+    # update is really slower. The rollout reuses that recent baseline (same workload, same driver).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(RESULTS_DIR_VARIABLE, str(fleet.results))
+        run_pyinfra(fleet.old, "deploys/bench.py", "--limit", slow.name)
+    docker("update", "--cpus", THROTTLED_CPUS, slow.container)
+    started = "0"
+    try:
+        run = fleet.rollout("--data", "on_regression=rollback")
+    finally:
+        docker("update", "--cpus", "0", slow.container)  # 0: no limit again
+    output = run.stdout + run.stderr
+
+    assert run.returncode == 1, output[-6000:]
+    assert f"rollout STOPPED at {slow.name}" in output and f"untouched: {last.name}" in output
+    assert f"| {first.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
+    assert f"regression; rolled back to {OLD_DRIVER} |" in output
+    assert f"| {last.name} | {NEW_DRIVER} not applied |" in output
+    assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER, OLD_DRIVER, OLD_DRIVER]
+    assert exec_in(slow, "cat /etc/rigforge/driver-previous").stdout.strip() == OLD_DRIVER
+    update, rollback = records_since(fleet.results, slow.name, started)[-2:]
+    assert (update.verdict, update.driver_after, rollback.rollback) == ("regression", NEW_DRIVER, True)
+    assert update.decode_after < update.decode_before  # measured, not asserted as a speed
+    assert (Path(update.after) / "comparison.md").is_file() and (Path(update.after) / "comparison.png").is_file()
+    assert not records_since(fleet.results, last.name, started)  # the third rig was never benched
+    fleet.done.append("regression")
+
+
+def test_the_rollout_finishes_the_fleet_once_the_rig_is_fast_again(fleet: Fleet) -> None:
+    fleet.require("regression")
+    first, _, _ = fleet.hosts
+    token = boot_token(first)
+    run = fleet.rollout()
+    output = run.stdout + run.stderr
+
+    assert run.returncode == 0, output[-6000:]
+    assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER] * 3
+    assert boot_token(first) == token  # already updated: not benched, not rebooted
+    assert f"| {first.name} | {NEW_DRIVER} (unchanged) |" in output
+    for host in fleet.hosts[1:]:
+        assert f"| {host.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
+    assert "rollout done: 3 rigs" in output
+    fleet.done.append("finished")
+
+
+def test_a_second_rollout_changes_nothing(fleet: Fleet) -> None:
+    fleet.require("finished")
+    assert_no_changes(fleet.new, "deploys/driver_update.py")
+    tokens = [boot_token(host) for host in fleet.hosts]
+    run = fleet.rollout("--batch", "3")
+    output = run.stdout + run.stderr
+
+    assert run.returncode == 0, output[-6000:]
+    assert [boot_token(host) for host in fleet.hosts] == tokens
+    assert "Smoke benchmark" not in output and "reboot needed" not in output
+    assert output.count("up to date |") == 3
