@@ -142,11 +142,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--batch {args.batch}: expected 1 or more rigs at a time")
     if not args.inventory.is_file():
         parser.error(f"{args.inventory}: no such inventory file")
+    started = run_stamp(datetime.now(timezone.utc))
     rows, passed = rollout(args.inventory, args.batch, args.data, args.deploy)
-    print("\n" + render_table(rows), flush=True)
-    print(f"rollout {'done' if passed else 'STOPPED'}: {len(rows)} rigs, results under {results_root()}",
-          flush=True)
+    table = render_table(rows)
+    kept = keep_table(results_root(), started, table)
+    print("\n" + table, flush=True)
+    print(f"rollout {'done' if passed else 'STOPPED'}: {len(rows)} rigs; table in {kept}", flush=True)
     return 0 if passed else 1
+
+
+def keep_table(root: Path, stamp: str, table: str) -> Path:
+    """The fleet table, kept as ``<root>/rollouts/<stamp>.md`` (written whole, then renamed)."""
+    path = root / "rollouts" / f"{stamp}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".md.new")
+    temporary.write_text(table + "\n")
+    os.replace(temporary, path)
+    return path
 
 
 if __name__ == "__main__":
