@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from collections.abc import Iterator
 from io import StringIO
+from typing import IO
 
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
@@ -53,8 +55,32 @@ def managed_file(dest: str, content: str, mode: str = "644", user: str = "root",
     # readable by others, not even for a moment. -D creates a missing parent (mode 755); roles that need a
     # stricter directory create it first.
     yield StringCommand("install", "-D", "-m", mode, "-o", user, "-g", group, "/dev/null", QuoteString(temp))
-    yield FileUploadCommand(StringIO(content), temp, remote_temp_filename=temp)
+    yield from upload_commands(StringIO(content), temp)
     yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
+
+
+#: Where a sudo login uploads first: SFTP writes as the login user, who cannot write root's directories.
+UPLOAD_STAGING_DIR = "/var/lib/rigforge/upload"
+
+
+def upload_commands(content: IO, remote_path: str) -> Iterator[StringCommand | FileUploadCommand]:
+    """Upload ``content`` over ``remote_path`` (an existing file keeps its owner and mode), as root or as a sudoer.
+
+    + content: the bytes or text to upload
+    + remote_path: absolute path on the host
+
+    Logged in as root, SFTP writes ``remote_path`` directly. Logged in as a sudoer (``_sudo=True``), pyinfra
+    uploads to ``remote_temp_filename`` as the login user and copies it over with sudo: that staging file lies
+    in a directory only the login user can enter (0700, under root's /var/lib/rigforge), never in /tmp where
+    other users could read a secret while it passes.
+
+    Example: ``yield from upload_commands(StringIO(text), "/etc/rigforge/.x.rigforge-new")``
+    """
+    staged = posixpath.join(UPLOAD_STAGING_DIR, posixpath.basename(remote_path))
+    if host.data.get("_sudo") or state.config.SUDO:
+        login_user = host.data.get("ssh_user") or "root"
+        yield StringCommand("install", "-d", "-m", "700", "-o", QuoteString(login_user), UPLOAD_STAGING_DIR)
+    yield FileUploadCommand(content, remote_path, remote_temp_filename=staged)
 
 
 def _mode_matches(current: dict, mode: str) -> bool:

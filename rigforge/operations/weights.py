@@ -18,6 +18,7 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, Sha256File
 
 from rigforge.facts.weights import PART_SUFFIX, WeightsOnDisk, WeightsState
+from rigforge.operations.files import upload_commands
 from rigforge.profile import Model, ModelFile
 
 #: Bytes sent per upload command; a killed transfer loses at most one chunk.
@@ -162,7 +163,7 @@ def _upload(model: Model, wanted: ModelFile, offset: int, tool: str, python: str
         local.seek(offset)
         while offset < wanted.size:
             block = local.read(chunk_bytes)
-            yield FileUploadCommand(io.BytesIO(block), chunk_path, remote_temp_filename=chunk_path)
+            yield from upload_commands(io.BytesIO(block), chunk_path)
             # Appending only whole uploaded chunks keeps .part a prefix of the file, whatever is killed when.
             yield StringCommand("cat", QuoteString(chunk_path), ">>", QuoteString(part), "&&",
                                 "rm", "-f", QuoteString(chunk_path))
@@ -245,7 +246,7 @@ def secret_env_file(dest: str, variable: str, local_file: str | None = None):
     temp = f"{dest}.rigforge-new"
     yield StringCommand("install", "-d", "-m", "700", QuoteString(folder))
     yield StringCommand("install", "-m", "600", "/dev/null", QuoteString(temp))
-    yield FileUploadCommand(io.StringIO(content), temp, remote_temp_filename=temp)
+    yield from upload_commands(io.StringIO(content), temp)
     yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
 
 
