@@ -28,7 +28,6 @@ import os
 import socket
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +94,21 @@ def process_alive(pid: int, started: str) -> bool:
     return not (started and now_started and now_started != started)
 
 
-@cache
-def this_run(deploy: str) -> Holder:
-    """This pyinfra process as a lock holder; one record per run, so take and release agree."""
-    try:
-        machine_id = Path("/etc/machine-id").read_text().strip()[:12]
-    except OSError:
-        machine_id = ""
-    return Holder(controller=f"{getpass.getuser()}@{socket.gethostname()}", machine_id=machine_id,
-                  pid=os.getpid(), pid_started=process_started(os.getpid()), deploy=deploy,
-                  since=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+_THIS_RUN: list[Holder] = []
+
+
+def this_run(deploy: str = "") -> Holder:
+    """This pyinfra process as a lock holder: made once (by the first take), so every host and the release
+    see the same record."""
+    if not _THIS_RUN:
+        try:
+            machine_id = Path("/etc/machine-id").read_text().strip()[:12]
+        except OSError:
+            machine_id = ""
+        _THIS_RUN.append(Holder(controller=f"{getpass.getuser()}@{socket.gethostname()}", machine_id=machine_id,
+                                pid=os.getpid(), pid_started=process_started(os.getpid()), deploy=deploy,
+                                since=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")))
+    return _THIS_RUN[0]
 
 
 def takeover_reason(held: Holder, me: Holder, holder_alive: bool, break_lock: bool) -> str | None:
@@ -196,25 +200,24 @@ def deploy_lock_taken(deploy: str, break_lock: bool = False):
 
 
 @operation(is_idempotent=False)
-def deploy_lock_released(deploy: str):
+def deploy_lock_released():
     """
     Release the deploy lock this run took (a lock held by another run is left alone).
-
-    + deploy: the deploy file this run executes (as given to ``deploy_lock_taken``)
 
     **Example:**
 
     .. code:: python
 
-        deploy_lock_released(name="Release the deploy lock", deploy="deploys/serve.py")
+        deploy_lock_released(name="Release the deploy lock")
     """
     if not state.is_executing:
         host.noop(f"{LOCK_PATH} is released when the deploy executes")
         return
-    yield _drop_command(this_run(deploy).record())
+    yield _drop_command(this_run().record())
 
 
 def _deploy_name() -> str:
+    # Read while pyinfra executes the deploy file, where take_deploy_lock is its first call.
     filename = state.current_exec_filename or "deploy"
     try:
         return os.path.relpath(filename)
@@ -232,4 +235,4 @@ def take_deploy_lock() -> None:
 def release_deploy_lock() -> None:
     """Last line of every deploy: give the host back. A host that failed earlier keeps a lock its controller's
     next run takes over."""
-    deploy_lock_released(name=RELEASE_NAME, deploy=_deploy_name())
+    deploy_lock_released(name=RELEASE_NAME)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.operations.lock import LOCK_PATH, TAKE_NAME, Holder
+from rigforge.operations.lock import LOCK_DIR, LOCK_PATH, TAKE_NAME, Holder
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
@@ -114,7 +114,7 @@ def test_other_controllers_lock_stops_only_that_host(locked: Locked) -> None:
     host, other = locked.host, locked.sandbox.fresh_host("lock-free")
     someone = Holder(controller="alice@laptop", machine_id="0123456789ab", pid=4242, pid_started="",
                      deploy="deploys/full.py", since="2026-11-23 03:00:00 UTC")
-    exec_in(host, f"cat > {LOCK_PATH}", input_text=someone.record() + "\n")
+    exec_in(host, f"install -d {LOCK_DIR} && cat > {LOCK_PATH}", input_text=someone.record() + "\n")
     inventory = locked.sandbox.write_inventory(locked.tmp / "two.py", [host, other], "sandbox")
 
     refused = run_pyinfra(inventory, "deploys/preflight.py", check=False)

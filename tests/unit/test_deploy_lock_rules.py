@@ -64,5 +64,5 @@ def test_process_liveness_sees_exit_and_pid_reuse() -> None:
 
 
 def test_one_record_per_run() -> None:
-    assert this_run("deploys/serve.py") is this_run("deploys/serve.py")
-    assert this_run("deploys/serve.py").pid == os.getpid()
+    first = this_run("deploys/serve.py")
+    assert this_run() is first and first.pid == os.getpid() and first.deploy == "deploys/serve.py"
