@@ -109,12 +109,16 @@ def recent_baseline(root: Path, host: str, profile: Profile, installed: str | No
 
 
 def headline_decode(result: dict[str, Any]) -> float | None:
-    """Median decode tok/s per user of the lowest-concurrency, shortest-prompt cell (the fleet table's number)."""
+    """Decode tok/s per user of the lowest-concurrency, shortest-prompt cell, as the comparison reads it
+    (median over the cell's repeats): the fleet table's number."""
+    from rigforge.compare import METRICS, cell_value
+
     cells = [cell for cell in result.get("cells") or [] if cell.get("metrics")]
     if not cells:
         return None
     cell = min(cells, key=lambda c: (c["concurrency"], c["input_tokens"]))
-    return (cell["metrics"].get("decode_tps_per_user") or {}).get("median")
+    decode = next(metric for metric in METRICS if metric.name == "decode_tps_per_user")
+    return cell_value(cell, decode)
 
 
 def judge_update(root: Path, host: str, profile: Profile, driver_before: str | None, driver_after: str,

@@ -70,6 +70,16 @@ from rigforge.report import Verdict, judge, render_markdown, render_plot
 def apply_bench() -> None:
     """Install the client, keep the results folder, and measure the engine (only when the deploy executes)."""
     profile = current_profile()
+    install_client(profile)
+    smoke_benchmark(
+        name=f"Smoke benchmark against {bench_base_url(profile)}",
+        profile=profile,
+        results_dir=str(results_root()),
+    )
+
+
+def install_client(profile: Profile) -> None:
+    """The client's code under /opt/rigforge/lib and the rig's results folder (managed: a second run plans nothing)."""
     for folder in host.loop(["/opt/rigforge", *library_dirs(), "/var/lib/rigforge", HOST_RESULTS_DIR]):
         files.directory(name=f"Create {folder}", path=folder, mode="755", user="root", group="root")
     for remote_path, source in host.loop(sorted(library_files().items())):
@@ -78,11 +88,6 @@ def apply_bench() -> None:
             dest=remote_path,
             content=render_library_file(profile, remote_path, source),
         )
-    smoke_benchmark(
-        name=f"Smoke benchmark against {bench_base_url(profile)}",
-        profile=profile,
-        results_dir=str(results_root()),
-    )
 
 
 def render_library_file(profile: Profile, remote_path: str, source: str) -> str:

@@ -101,6 +101,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     started = run_stamp(datetime.now(timezone.utc))
     results = results_root()
     verb = "Roll back" if plan.rollback else "Update"
+    bench.install_client(profile)
     baseline = recent_baseline(results, host.name, profile, plan.installed)
     if baseline is None:
         bench.smoke_benchmark(name=f"Baseline bench on driver {plan.installed}", profile=profile,
