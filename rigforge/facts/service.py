@@ -121,3 +121,29 @@ class EngineService(FactBase[ServiceState]):
 
     def process(self, output: list[str]) -> ServiceState:
         return parse_service_state("\n".join(output))
+
+
+def parse_health_answer(output: list[str]) -> bool:
+    """True when the health command printed ``healthy`` (curl got a 2xx answer)."""
+    return any(line.strip() == "healthy" for line in output)
+
+
+class EngineAnswersHealthy(FactBase[bool]):
+    """
+    Whether the engine answers its health endpoint now (one curl, 5 s at most); False without curl.
+
+    .. code:: python
+
+        if not host.get_fact(EngineAnswersHealthy, url="http://127.0.0.1:8080/health"):
+            ...
+    """
+
+    def command(self, url: str) -> str:
+        return f"curl -fsS -o /dev/null --max-time 5 {shlex.quote(url)} 2>/dev/null && echo healthy || echo not-healthy"
+
+    @staticmethod
+    def default() -> bool:
+        return False
+
+    def process(self, output: list[str]) -> bool:
+        return parse_health_answer(output)

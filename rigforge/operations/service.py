@@ -5,7 +5,8 @@ manifest — is folded into one digest. A drop-in puts the digest into the servi
 running process carries the digest it was started with (``/proc/<pid>/environ``). The service is
 restarted when that differs from the digest wanted now: one restart however many inputs changed, none
 after a reboot or on a second run, and a deploy that died between writing and restarting is finished by
-the next one.
+the next one. A service already running with the wanted digest that does not answer healthy (a run was
+interrupted while it waited) is waited for again, not restarted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, Sha256File
 
-from rigforge.facts.service import EngineService, ServiceState
+from rigforge.facts.service import EngineAnswersHealthy, EngineService, ServiceState
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 
@@ -84,8 +85,14 @@ def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], 
         yield StringCommand("systemctl", "enable", QuoteString(unit))
     reason = restart_reason(state, digest)
     if reason is None:
-        if not dropin_changed and state.enabled:
-            host.noop(f"{unit} runs with its current inputs ({digest})")
+        if host.get_fact(EngineAnswersHealthy, url=health_url):
+            if not dropin_changed and state.enabled:
+                host.noop(f"{unit} runs with its current inputs ({digest})")
+            return
+        # Started by a run that was interrupted before it saw the engine healthy (or unhealthy since).
+        host.log(f"{unit} runs with its current inputs but does not answer {health_url}: waiting for it")
+        yield StringCommand("sh", QuoteString(wait_script), QuoteString(unit), QuoteString(health_url),
+                            str(health_timeout_s))
         return
     host.log(f"{unit}: restarting because {reason}")
     yield StringCommand("systemctl", "restart", QuoteString(unit))

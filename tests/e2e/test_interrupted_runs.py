@@ -2,12 +2,12 @@
 the next run converges with nothing half-written, no leftover lock and no manual cleanup.
 
 Real here: a Debian 12 host with systemd, SSH, deploys/serve.py with the sandbox profile (xllamacpp from
-PyPI, Gemma 3 270M uploaded with the ``local`` source, the real systemd unit). The only helper in between
-is the counting SSH relay of serve_helpers (it holds the upload after N bytes, so the weights transfer is
-caught midway without a timing race). The tests share one host and run in order:
+PyPI, Gemma 3 270M uploaded with the ``local`` source, the real systemd unit); each step is caught by
+watching the host (the ``.part`` file, pip's process, the health wait), not by a timer. The tests share
+one host and run in order:
 
 1. Ctrl-C in the middle of the weights upload: the next run takes over the lock, resumes at the last whole
-   chunk and ends with verified weights and a healthy service;
+   chunk and ends with verified weights and a healthy service (SIGKILL mid-upload: test_serve_sandbox.py);
 2. SIGKILL while pip fills the engine venv: pip dies with the connection (it ran on detached before), and
    the next run rebuilds the venv whole;
 3. Ctrl-C while the engine unit restarts with a new flag: the next run finds the service running with
@@ -21,6 +21,7 @@ not interrupted here: test_images_build.py's Docker-in-host setup would add minu
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -39,13 +40,7 @@ from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, pyinfra_command, run_pyinfra
-from tests.e2e.serve_helpers import (
-    SshProxy,
-    ask_capital_of_france,
-    known_hosts_for_port,
-    proxied_inventory,
-    service_show,
-)
+from tests.e2e.serve_helpers import ask_capital_of_france, service_show
 
 DEPLOY = "deploys/serve.py"
 PROFILE = load_profile("sandbox")
@@ -87,7 +82,8 @@ def interrupt_when(inventory: Path, log: Path, ready: Callable[[], bool], sig: s
             assert time.monotonic() < deadline, f"the step under test never started:\n{log.read_text()[-3000:]}"
             time.sleep(0.3)
         run.send_signal(sig)
-        assert run.wait(timeout=60) != 0, "the interrupted deploy reported success"
+        # pyinfra answers Ctrl-C with "Exiting upon user request!" and status 0; only its ending is asserted.
+        run.wait(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
@@ -103,32 +99,29 @@ def converged(rig: Rig, inventory: Path) -> None:
     assert_no_changes(inventory, DEPLOY)
 
 
-def processes(host: SandboxHost, pattern: str) -> str:
-    return exec_in(host, f"pgrep -af {pattern!r} || true").stdout.strip()
+def processes(host: SandboxHost, command: str) -> str:
+    """The host's processes whose command line contains ``command`` (pgrep's own shell excluded)."""
+    pattern = f"[{command[0]}]{command[1:]}"  # a regex that does not match its own text
+    return exec_in(host, f"pgrep -af '{pattern}' || true").stdout.strip()
 
 
 def test_ctrl_c_in_the_weights_upload(rig: Rig) -> None:
-    host, state = rig.host, rig.sandbox.state
-    proxy = SshProxy(host.port, pause_after=int(2.4 * UPLOAD_CHUNK_BYTES))
-    known = known_hosts_for_port(state.known_hosts_path, host.port, proxy.port, rig.tmp / "known_hosts")
-    through_proxy = proxied_inventory(rig.tmp / "proxied.py", rig.sandbox.state_dir, host, proxy, known,
-                                      rig.overrides)
+    host = rig.host
     part = f"{MODEL_FILE}.part"
 
-    def two_chunks_stored() -> bool:
+    def upload_under_way() -> bool:
         size = exec_in(host, f"stat -c %s {part} 2>/dev/null").stdout.strip()
-        return proxy.paused.is_set() and size == str(2 * UPLOAD_CHUNK_BYTES)
+        return bool(size) and int(size) >= UPLOAD_CHUNK_BYTES
 
-    try:
-        interrupt_when(through_proxy, rig.tmp / "weights.log", two_chunks_stored, signal.SIGINT)
-    finally:
-        proxy.close()
+    interrupt_when(rig.inventory, rig.tmp / "weights.log", upload_under_way, signal.SIGINT)
     assert exec_in(host, f"test -e {MODEL_FILE}").returncode != 0  # never a final name on unverified bytes
+    stored = int(exec_in(host, f"stat -c %s {part}").stdout)
 
     again = run_pyinfra(rig.inventory, DEPLOY)
     output = again.stdout + again.stderr
     assert TAKEOVER in output and "is gone" in output
-    assert f"resuming the upload at {2 * UPLOAD_CHUNK_BYTES / 1e6:.1f}" in output
+    resumed = re.search(r"resuming the upload at ([0-9.]+) of", output)
+    assert resumed and float(resumed.group(1)) >= UPLOAD_CHUNK_BYTES / 1e6 and stored % UPLOAD_CHUNK_BYTES == 0
     assert exec_in(host, f"sha256sum {MODEL_FILE}").stdout.split()[0] == PROFILE.model.files[0].sha256
     leftovers = [name for name in exec_in(host, f"ls -A {PROFILE.model.path}").stdout.split()
                  if name.endswith((".part", ".chunk"))]

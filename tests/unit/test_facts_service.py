@@ -52,3 +52,11 @@ def test_digest_is_stable_and_changes_with_any_input() -> None:
 def test_command_reads_the_main_process_environment() -> None:
     command = EngineService().command("rigforge-engine.service")
     assert "/proc/$pid/environ" in command and "RIGFORGE_INPUTS" in command
+
+
+def test_health_answer_reads_the_commands_own_verdict() -> None:
+    from rigforge.facts.service import parse_health_answer
+
+    assert parse_health_answer(["healthy"]) is True
+    assert parse_health_answer(["not-healthy"]) is False
+    assert parse_health_answer([]) is False
