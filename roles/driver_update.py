@@ -29,12 +29,13 @@ from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.facts.files import FileContents
+from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import server, systemd
 
 from rigforge.bench_plan import results_root, run_stamp
 from rigforge.context import RunSettings, current_profile
 from rigforge.engines import UNIT_NAME
-from rigforge.facts.packages import DpkgPackages
+from rigforge.facts.packages import BootEnvironment, DpkgPackages
 from rigforge.operations.files import managed_file
 from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
 from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
@@ -119,6 +120,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     changes = driver.apply_driver(version=plan.target)
     remember_reboot_triggers(changes.boot_triggers)
     cuda.apply_cuda(refreshed_by=changes.refreshed_by)
+    module_built_for_kernel(name=f"Check the NVIDIA {plan.target} module is built for the kernel")
     reboot_if_needed(name=f"Reboot into driver {plan.target}", triggers=changes.boot_triggers,
                      driver_packages=driver_packages(profile.driver.flavor), allow_reboot=settings.allow_reboot)
     verify_driver(name=f"Verify driver {plan.target} is installed, held and loaded", target=plan.target,
@@ -185,6 +187,45 @@ def driver_failures(rig: Host, target: str, packages: tuple[str, ...], hold: boo
     if output.stdout.strip() != "active":
         failures.append(f"nvidia-persistenced is {output.stdout.strip() or 'not active'}")
     return failures
+
+
+def dkms_module_installed(dkms_status: str, kernel: str) -> bool:
+    """True when ``dkms status -m nvidia`` lists the module as installed for ``kernel`` (dkms 2 and 3 formats:
+    ``nvidia/595.45.04, 6.8.0-49-generic, x86_64: installed`` / ``nvidia, 595.45.04, 6.8.0-49-generic, …``)."""
+    return any(f", {kernel}," in line and line.rstrip().endswith(": installed") for line in dkms_status.splitlines())
+
+
+@operation(is_idempotent=False)
+def module_built_for_kernel():
+    """
+    Before the reboot, check that DKMS built the NVIDIA module for the running kernel (the one the rig boots
+    again); stop with the fix when it did not. Container hosts share the machine's kernel: nothing to check.
+
+    **Example:**
+
+    .. code:: python
+
+        module_built_for_kernel(name="Check the NVIDIA module is built")
+    """
+    if not state.is_executing:
+        host.noop("checked once the driver is installed")
+        return
+    if host.get_fact(BootEnvironment).container:
+        host.log("container host: it boots the machine's kernel, no NVIDIA module is built in it", logger.info)
+        return
+    yield FunctionCommand(_module_built, (), {})
+
+
+def _module_built(state: State, host: Host) -> bool:
+    del state
+    kernel = host.get_fact(KernelVersion)
+    _, output = host.run_shell_command("dkms status -m nvidia 2>&1")
+    if dkms_module_installed("\n".join(output.stdout_lines), kernel):
+        return True
+    host.log_styled(f"the NVIDIA module is not built for kernel {kernel}: no reboot. Fix: apt-get install "
+                    f"linux-headers-{kernel} && dkms autoinstall -k {kernel}, then run again", fg="red",
+                    log_func=logger.error)
+    return False
 
 
 @operation(is_idempotent=False)

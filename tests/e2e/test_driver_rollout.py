@@ -46,7 +46,7 @@ STANDIN_GPUS = {"count": 2, "model": "RTX PRO 6000 Blackwell", "compute_capabili
                 "bar1_mib": 131072, "topology": "PIX", "pcie_gen": 5, "pcie_width": 16, "persistence_mode": True}
 SANDBOX_BENCH = {"concurrency": [1],
                  "regression_tolerance": [{"metric": "decode_tps_per_user", "max_worse_percent": 40}]}
-THROTTLED_CPUS = "0.25"
+THROTTLED_CPUS = "0.2"
 
 
 @dataclass
