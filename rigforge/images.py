@@ -40,6 +40,10 @@ HASH_LENGTH = 16
 APPLY_PATCH_SOURCE = Path(__file__).resolve().parent / "remote" / "apply_patch.py"
 #: The downloader run on the rig to fetch patches into the build context.
 FETCH_SOURCE = Path(__file__).resolve().parent / "remote" / "fetch.py"
+#: The repository root: profile patches with ``path`` name files under its patches/ folder.
+REPOSITORY = Path(__file__).resolve().parents[1]
+#: The K=64 compile check (patches/check/), copied into the context when a patch asks for it.
+CHECK_SOURCES = tuple(REPOSITORY / "patches" / "check" / name for name in ("k64_check.py", "k64_collective.cu"))
 
 
 class ImagePlanError(ProfileError):
@@ -50,10 +54,11 @@ class ImagePlanError(ProfileError):
 class PatchFile:
     """One patch named by the profile, and where it lands in the build context."""
 
-    url: str
+    url: str | None  # None: a file of this repository, written into the context by rigforge
     sha256: str
     root: str  # installed package the patch paths are relative to (e.g. flashinfer)
     file: str  # path inside the build context, e.g. patches/01-k64.patch
+    check: str | None = None  # compile check run after applying (patches/check/), e.g. sm120-k64
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,17 @@ def dockerfile_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def repository_patch(path: str, sha256: str) -> str:
+    """Text of a patch file of this repository, refused unless its sha256 is the one the profile pins."""
+    data = (REPOSITORY / path).read_bytes() if (REPOSITORY / path).is_file() else None
+    if data is None:
+        raise ImagePlanError(f"engine.build.patches: {path} does not exist in the repository")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise ImagePlanError(f"engine.build.patches: {path} has sha256 {digest}, the profile pins {sha256}")
+    return data.decode()
+
+
 def patch_file_name(index: int, url: str) -> str:
     """Context path of the ``index``-th patch (1-based): ``patches/NN-<name from the URL>``."""
     name = posixpath.basename(urllib.parse.urlsplit(url).path)
@@ -166,11 +182,18 @@ def build_plan(profile: Profile) -> BuildPlan | None:
         return None
     template = _template_path(build.dockerfile)
     args = {"BASE_IMAGE": build.base_image, **build.args}
+    enabled = [patch for patch in build.patches if patch.enabled]
     patches = tuple(
-        PatchFile(url=p.url, sha256=p.sha256, root=p.root, file=patch_file_name(i, p.url))
-        for i, p in enumerate(build.patches, 1)
+        PatchFile(url=p.url, sha256=p.sha256, root=p.root, file=patch_file_name(i, p.url or p.path or ""),
+                  check=p.check)
+        for i, p in enumerate(enabled, 1)
     )
     context_files = {"apply_patch.py": APPLY_PATCH_SOURCE.read_text()} if patches else {}
+    for declared, patch in zip(enabled, patches, strict=True):
+        if declared.path is not None:
+            context_files[patch.file] = repository_patch(declared.path, declared.sha256)
+    if any(patch.check for patch in patches):
+        context_files.update({f"check/{path.name}": path.read_text() for path in CHECK_SOURCES})
     try:
         dockerfile = render(template, profile, base_image=build.base_image,
                             args={key: dockerfile_quote(value) for key, value in args.items()},

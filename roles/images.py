@@ -37,14 +37,18 @@ def _write_context(profile: Profile, plan: BuildPlan) -> None:
                  content=plan.dockerfile)
     managed_file(name=f"Write {plan.context_dir}/build-plan.json", dest=f"{plan.context_dir}/build-plan.json",
                  content=render("images/build-plan.json.j2", profile, plan=plan.record()))
+    for folder in sorted({name.rpartition("/")[0] for name in plan.context_files if "/" in name}):
+        _directory(f"{plan.context_dir}/{folder}")
     for file_name, text in plan.context_files.items():
         managed_file(name=f"Write {plan.context_dir}/{file_name}", dest=f"{plan.context_dir}/{file_name}",
                      content=text)
-    if not plan.patches:
+    fetched = [patch for patch in plan.patches if patch.url is not None]  # the others are context_files
+    if not fetched:
         return
-    _directory(f"{plan.context_dir}/patches")
+    if not any(name.startswith("patches/") for name in plan.context_files):
+        _directory(f"{plan.context_dir}/patches")
     managed_file(name=f"Write {FETCH_SCRIPT}", dest=FETCH_SCRIPT, mode="755", content=FETCH_SOURCE.read_text())
-    for patch in host.loop(plan.patches):
+    for patch in host.loop(fetched):
         context_file_fetched(name=f"Fetch {patch.file} (sha256 {patch.sha256[:12]}…)", url=patch.url,
                              dest=f"{plan.context_dir}/{patch.file}", sha256=patch.sha256, fetch_script=FETCH_SCRIPT)
 

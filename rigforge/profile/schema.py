@@ -147,9 +147,18 @@ class DockerRun(StrictModel):
 
 
 class Patch(StrictModel):
-    url: HttpUrl
+    url: HttpUrl | None = None  # fetched on the rig into the build context
+    path: Annotated[str, StringConstraints(pattern=r"^patches/[A-Za-z0-9._-]+\.patch$")] | None = None  # in this repo
     sha256: Sha256
     root: Literal["flashinfer"]  # tree the patch paths are relative to
+    enabled: bool = True  # false: the patch is declared (and pinned) but not applied
+    check: Literal["sm120-k64"] | None = None  # compile check run in the image right after applying
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Patch:
+        if (self.url is None) == (self.path is None):
+            raise ValueError("give exactly one of url (fetched on the rig) or path (a file under patches/)")
+        return self
 
 
 class ImageBuild(StrictModel):

@@ -6,12 +6,14 @@ Regenerate the golden files after a deliberate template or profile change with
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import pytest
 
 from rigforge.images import (
+    REPOSITORY,
     ImagePlanError,
     build_plan,
     content_hash,
@@ -158,3 +160,42 @@ def test_dockerfile_quote_and_patch_file_names() -> None:
 def test_jit_cache_volume_must_be_a_listed_named_volume() -> None:
     with pytest.raises(Exception, match="jit_cache_volume 'elsewhere' must be a named volume"):
         load_profile("2x-pix", {"engine": {"docker": {"jit_cache_volume": "elsewhere"}}})
+
+
+def test_4x_applies_the_repository_k64_patch_and_compile_checks_it() -> None:
+    profile = load_profile("4x-threadripper")
+    plan = build_plan(profile)
+    assert plan is not None and profile.engine.build is not None
+    declared = profile.engine.build.patches[0]
+    source = REPOSITORY / "patches" / "flashinfer-0.6.6-sm120-k64.patch"
+    assert declared.path == "patches/flashinfer-0.6.6-sm120-k64.patch" and declared.enabled
+    assert declared.sha256 == hashlib.sha256(source.read_bytes()).hexdigest()
+    patch = plan.patches[0]
+    assert patch.url is None and patch.file == "patches/01-flashinfer-0.6.6-sm120-k64.patch"
+    assert plan.context_files[patch.file] == source.read_text()
+    assert set(plan.context_files) == {"apply_patch.py", patch.file, "check/k64_check.py", "check/k64_collective.cu"}
+    applied = plan.dockerfile.index(f"--package flashinfer --sha256 {declared.sha256}")
+    checked = plan.dockerfile.index(f"k64_check.py --package flashinfer --patch {patch.file}")
+    pinned = plan.dockerfile.index('[ "${installed}" != "${FLASHINFER_VERSION}" ]')
+    assert pinned < applied < checked
+    assert 'ARG FLASHINFER_VERSION="0.6.6"' in plan.dockerfile
+
+
+def test_a_disabled_patch_is_not_applied_and_changes_the_tag() -> None:
+    profile = load_profile("4x-threadripper")
+    assert profile.engine.build is not None
+    declared = profile.engine.build.patches[0].model_dump(mode="json")
+    stock = build_plan(load_profile("4x-threadripper", {"engine": {"build": {"patches": [
+        {**declared, "enabled": False}]}}}))
+    patched = build_plan(profile)
+    assert stock is not None and patched is not None
+    assert stock.patches == () and "apply_patch.py" not in stock.dockerfile and "k64_check" not in stock.dockerfile
+    assert stock.tag != patched.tag
+
+
+def test_a_repository_patch_with_another_sha256_is_refused() -> None:
+    profile = load_profile("4x-threadripper", {"engine": {"build": {"patches": [
+        {"path": "patches/flashinfer-0.6.6-sm120-k64.patch", "sha256": "cd" * 32, "root": "flashinfer"}]}}})
+    with pytest.raises(ImagePlanError, match=r"^engine.build.patches: patches/flashinfer-0.6.6-sm120-k64.patch "
+                                             r"has sha256 [0-9a-f]{64}, the profile pins (cd){32}$"):
+        build_plan(profile)
