@@ -11,9 +11,11 @@ nvidia-smi; the profile's ``gpus`` section describes two stand-in GPUs so the pr
 The engine runs on the CPU, so the driver version cannot change its speed: the clean updates compare
 equal within the sandbox's noise, the throttled one regresses.
 
-Sandbox profile data (not stand-ins, but chosen for this noisy 2-core machine): one bench cell (C=1),
-and a decode tolerance of 40 % instead of the base profile's 5 %, so CPU noise from the other hosts
-never reads as a regression while a 0.25-CPU rig (several times slower) always does.
+Sandbox profile data (not stand-ins, but chosen for this noisy 2-core machine): one bench cell (C=1) of
+10 s (a few requests per repeat, not one), and a decode tolerance of 40 % instead of the base profile's
+5 %, so CPU noise from the other hosts rarely reads as a regression while a 0.15-CPU rig (several times
+slower) does. The comparison's noise is the spread between the two repeats: a repeat that the machine's
+load slowed 10x makes even the throttled rig "within noise", and then test (b) fails, saying so.
 
 The tests share the three hosts and run in file order (regression first, then the clean finish, then
 the second run); a failed step skips the rest.
@@ -44,9 +46,9 @@ if TYPE_CHECKING:
 OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 STANDIN_GPUS = {"count": 2, "model": "RTX PRO 6000 Blackwell", "compute_capability": "12.0", "memory_mib": 97887,
                 "bar1_mib": 131072, "topology": "PIX", "pcie_gen": 5, "pcie_width": 16, "persistence_mode": True}
-SANDBOX_BENCH = {"concurrency": [1],
+SANDBOX_BENCH = {"concurrency": [1], "cell_seconds": 10,
                  "regression_tolerance": [{"metric": "decode_tps_per_user", "max_worse_percent": 40}]}
-THROTTLED_CPUS = "0.2"
+THROTTLED_CPUS = "0.15"
 
 
 @dataclass
@@ -115,7 +117,7 @@ def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) ->
     output = run.stdout + run.stderr
 
     assert run.returncode == 1, output[-6000:]
-    assert f"rollout STOPPED at {slow.name}" in output and f"untouched: {last.name}" in output
+    assert f"rollout STOPPED at {slow.name}" in output and f"untouched: {last.name}" in output, output[-6000:]
     assert f"| {first.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
     assert f"regression; rolled back to {OLD_DRIVER} |" in output
     assert f"| {last.name} | {NEW_DRIVER} not applied |" in output
