@@ -1,7 +1,7 @@
-"""rigforge/remote/apply_patch.py against the real FlashInfer 0.7.2.post1 sources.
+"""rigforge/remote/apply_patch.py against the real FlashInfer 0.6.6 sources and the real K=64 patch.
 
-The patch is tests/fixtures/patches/flashinfer-0.7.2.post1-k64-test.patch, a test patch in the
-spirit of the K=64 fix (see its header); the tree it applies to is unpacked from the real wheel.
+The patch is patches/flashinfer-0.6.6-sm120-k64.patch (what the 4x profile applies); the tree it applies
+to is unpacked from the flashinfer-python 0.6.6 wheel from PyPI.
 """
 
 from __future__ import annotations
@@ -18,23 +18,25 @@ import pytest
 from rigforge.remote.apply_patch import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_NOT_APPLIED, main
 from tests.support_flashinfer import (
     GENERATE_KERNELS,
+    K64_PATCHED_FILES,
     MOE_DISPATCH,
-    PATCHED_FILES,
     SM120_BUILDER,
+    TMA_TRAITS,
     extract_package,
+    k64_wheel,
 )
 from tests.support_remote import oldest_python
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "rigforge" / "remote" / "apply_patch.py"
-PATCH = REPO / "tests" / "fixtures" / "patches" / "flashinfer-0.7.2.post1-k64-test.patch"
+PATCH = REPO / "patches" / "flashinfer-0.6.6-sm120-k64.patch"
 PATCH_SHA256 = hashlib.sha256(PATCH.read_bytes()).hexdigest()
 
 
 @pytest.fixture
 def package(tmp_path: Path) -> Path:
-    """A pristine site-packages/flashinfer holding the three files the patch changes."""
-    return extract_package(tmp_path / "site-packages")
+    """A pristine site-packages/flashinfer holding the four files the patch changes."""
+    return extract_package(tmp_path / "site-packages", K64_PATCHED_FILES, k64_wheel())
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
@@ -58,14 +60,15 @@ def test_applies_to_real_sources(package: Path, capsys: pytest.CaptureFixture[st
     assert run(package, "--check") == EXIT_NOT_APPLIED
     assert "not-applied" in capsys.readouterr().out
     assert run(package, "--sha256", PATCH_SHA256) == 0
-    assert capsys.readouterr().out.startswith("applied-now flashinfer-0.7.2.post1-k64-test.patch: 3 files")
+    assert capsys.readouterr().out.startswith("applied-now flashinfer-0.6.6-sm120-k64.patch: 4 files")
 
     kernels = (package / GENERATE_KERNELS).read_text()
     for shape in ("[128, 128, 64]", "[128, 256, 64]", "[256, 128, 64]"):
-        assert kernels.count(shape) == 2  # the cta list and the FP8xFP4 filter
+        assert kernels.count(shape) == 2  # the cta list and the K=64 list the dtype filter uses
     compile(kernels, GENERATE_KERNELS, "exec")  # the patched generator is still valid Python
     assert "using EffBlk_SF" in (package / SM120_BUILDER).read_text()
     assert "(TileM == 256 && TileN == 128 && TileK == 64);" in (package / MOE_DISPATCH).read_text()
+    assert "is_constant<0, decltype(ej)>::value" in (package / TMA_TRAITS).read_text()
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed for the cross-check")
@@ -73,7 +76,7 @@ def test_result_is_byte_identical_to_gnu_patch(package: Path, tmp_path: Path) ->
     reference = shutil.copytree(package, tmp_path / "gnu")
     subprocess.run(["patch", "-p1", "-s", "-i", str(PATCH)], cwd=reference, check=True)
     assert run(package) == 0
-    for name in PATCHED_FILES:
+    for name in K64_PATCHED_FILES:
         assert (package / name).read_bytes() == (reference / name).read_bytes(), name
 
 
@@ -88,19 +91,19 @@ def test_reapply_is_a_no_op(package: Path, capsys: pytest.CaptureFixture[str]) -
     assert snapshot(package) == before
 
 
-def test_conflict_in_third_file_writes_nothing(package: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_conflict_in_last_file_writes_nothing(package: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dispatch = package / MOE_DISPATCH
-    changed = "(TileM == 128 && TileN == 32 && TileK == 256) ||"
+    changed = "(TileM == 128 && TileN == 256 && TileK == 128) ||"
     dispatch.write_text(dispatch.read_text().replace(changed, changed.replace("256", "512"), 1))
     before = snapshot(package)
 
     assert run(package, "--check") == EXIT_CONFLICT
     assert run(package) == EXIT_CONFLICT
     message = capsys.readouterr().err
-    assert f"{MOE_DISPATCH}: hunk 1 @@ -321,7 +321,10 @@ does not match" in message
-    assert "line 322: expected '         (TileM == 128 && TileN == 32 && TileK == 256) ||'" in message
-    assert "found '         (TileM == 128 && TileN == 32 && TileK == 512) ||'" in message
-    assert snapshot(package) == before  # files 1 and 2 untouched, no temp files left behind
+    assert f"{MOE_DISPATCH}: hunk 1 @@ -309,7 +309,12 @@ does not match" in message
+    assert "expected '         (TileM == 128 && TileN == 256 && TileK == 128) ||'" in message
+    assert "found '         (TileM == 128 && TileN == 512 && TileK == 128) ||'" in message
+    assert snapshot(package) == before  # files 1 to 3 untouched, no temp files left behind
 
 
 def test_partially_patched_tree_is_named(package: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,7 +113,8 @@ def test_partially_patched_tree_is_named(package: Path, tmp_path: Path, capsys: 
     (package / MOE_DISPATCH).write_bytes(pristine[1])
     capsys.readouterr()
     assert run(package) == EXIT_CONFLICT
-    assert f"(already patched: {GENERATE_KERNELS}; the tree is partially patched)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"(already patched: {TMA_TRAITS}, {GENERATE_KERNELS}; the tree is partially patched)" in err
 
 
 def test_wrong_sha256_refused_before_anything(package: Path, capsys: pytest.CaptureFixture[str]) -> None:
