@@ -89,7 +89,9 @@ def k64_wheel() -> Path:
     return cached_wheel(K64_REQUIREMENT, K64_WHEEL_NAME, K64_WHEEL_SHA256)
 
 
-def extract_package(site_packages: Path, members: tuple[str, ...] = PATCHED_FILES, wheel_path: Path | None = None) -> Path:
+def extract_package(
+    site_packages: Path, members: tuple[str, ...] = PATCHED_FILES, wheel_path: Path | None = None
+) -> Path:
     """Unpack ``members`` (plus __init__.py) of a wheel (default 0.7.2.post1) to ``site_packages/flashinfer``."""
     package = site_packages / "flashinfer"
     with zipfile.ZipFile(wheel_path or flashinfer_wheel()) as wheel:
