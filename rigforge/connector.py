@@ -19,6 +19,7 @@ from typing import Any
 
 from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.connectors.ssh import SSHConnector
+from pyinfra.connectors.sshuserclient.client import SSHClient, get_ssh_config
 
 from rigforge.first_contact import host_key_problem, key_file_problem
 
@@ -57,5 +58,24 @@ class RigSSHConnector(SSHConnector):
         problem = key_file_problem(name, self.data["ssh_key"])
         if problem:
             return problem
-        return host_key_problem(name, self.data["ssh_hostname"] or name, int(self.data["ssh_port"] or 22),
-                                self.data["ssh_known_hosts_file"], float(self.state.config.CONNECT_TIMEOUT))
+        hostname, port, known_hosts, proxied = self.ssh_target()
+        if proxied:  # reached through a jump host: pyinfra's own connection checks the host key
+            return None
+        return host_key_problem(name, hostname, port, known_hosts, float(self.state.config.CONNECT_TIMEOUT))
+
+    def ssh_target(self) -> tuple[str, int, str | None, bool]:
+        """Where pyinfra will connect, as its SSH client decides: host data over ~/.ssh/config (or ssh_config_file).
+
+        Returns (hostname, port, known_hosts file, whether a ProxyJump/ProxyCommand stands in between).
+        """
+        name = self.data["ssh_hostname"] or self.host.name
+        config_file = self.data["ssh_config_file"]
+        ssh_config = get_ssh_config(config_file)
+        host_config = ssh_config.lookup(name) if ssh_config else {}
+        if "proxyjump" in host_config or "proxycommand" in host_config:
+            return name, 22, None, True  # parse_config would already open the jump connection
+        hostname, config, _agent, _policy, known_hosts_files, _alive, _identity = SSHClient().parse_config(
+            name, ssh_config_file=config_file)
+        port = int(self.data["ssh_port"] or config.get("port") or 22)
+        known_hosts = self.data["ssh_known_hosts_file"] or (known_hosts_files[0] if known_hosts_files else None)
+        return hostname, port, known_hosts, False

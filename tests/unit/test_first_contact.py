@@ -125,6 +125,26 @@ def test_connector_keeps_the_host_name() -> None:
     assert list(RigSSHConnector.make_names_data("rig2x-a")) == [("rig2x-a", {}, [])]
 
 
+def test_connector_targets_what_pyinfra_connects_to(tmp_path: Path) -> None:
+    # ~/.ssh/config aliases resolve as pyinfra's client resolves them; a jump host skips the direct probe.
+    from pyinfra.api import Config, Inventory, State
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host rigalias\n  HostName 127.0.0.1\n  Port 2200\n  UserKnownHostsFile /k/hosts\n"
+                      "Host jumped\n  ProxyJump bastion\n")
+    inventory = Inventory(([
+        ("@rigforge/alias", {"ssh_hostname": "rigalias", "ssh_config_file": str(config)}),
+        ("@rigforge/jumped", {"ssh_hostname": "jumped", "ssh_config_file": str(config)}),
+        ("@rigforge/plain", {"ssh_hostname": "10.1.1.1", "ssh_port": 2222, "ssh_known_hosts_file": "/x/kh",
+                             "ssh_config_file": str(config)}),
+    ], {}))
+    State(inventory, Config())
+    targets = {host.name: host.connector.ssh_target() for host in inventory}
+    assert targets == {"alias": ("127.0.0.1", 2200, "/k/hosts", False), "jumped": ("jumped", 22, None, True),
+                       "plain": ("10.1.1.1", 2222, "/x/kh", False)}
+    assert inventory.get_host("jumped").connector.first_contact_problem() is None
+
+
 def _ed25519_file(tmp_path: Path) -> Path:
     from rigforge.sandbox.ssh import ensure_key_pair
 
