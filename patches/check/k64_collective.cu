@@ -21,8 +21,9 @@
 #define TILE_K 64
 #endif
 
-// SM120's opt-in shared memory per block: cudaDevAttrMaxSharedMemoryPerBlockOptin = 101376 bytes (99 KiB)
-// for compute capability 12.0 (CUDA C Programming Guide, "Technical Specifications per Compute Capability").
+// SM120's opt-in shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): 100 KiB per SM less the
+// 1 KiB reserved per block = 101376 bytes (CCCL cuda/__device/arch_traits.h, arch_traits<sm_120>, in CUDA 13.5;
+// the same figure as CUTLASS's cutlass::arch::sm120_smem_capacity_bytes, which sizes the pipeline stages).
 constexpr int kSm120OptinSharedMemoryPerBlock = 101376;
 
 namespace k64 {
