@@ -77,8 +77,8 @@ def unknown_key_line(name: str, hostname: str, port: int, known_hosts: str, serv
     """The line for a host key that known_hosts does not list: what the rig showed and how to add it."""
     return (f"host key of {known_hosts_name(hostname, port)} is not in {known_hosts} (rigforge never "
             f"accepts an unknown host key); it showed {server_key.get_name()} {fingerprint(server_key)}: compare "
-            f"with `ssh-keygen -lf /etc/ssh/ssh_host_{_key_file_type(server_key)}_key.pub` run on the rig's "
-            f"console, then add it: ssh-keyscan -p {port} {hostname} >> {known_hosts} "
+            f"it with what ssh-keygen -lf /etc/ssh/ssh_host_{_key_file_type(server_key)}_key.pub prints on the "
+            f"rig's console, then add it: ssh-keyscan -p {port} {hostname} >> {known_hosts} "
             f"(or log in once: ssh -p {port} USER@{hostname}, and answer yes only if the fingerprints match)")
 
 

@@ -19,6 +19,7 @@ from rigforge.first_contact import (
     key_file_problem,
     known_hosts_name,
     load_known_hosts,
+    no_answer_line,
     unknown_key_line,
 )
 
@@ -166,3 +167,17 @@ def test_shipped_inventory_without_its_key_file_is_one_line(tmp_path: Path) -> N
     missing = tmp_path / ".ssh" / "id_ed25519"
     assert f"[rig2x-a] SSH key file {missing} does not exist; fix ssh_key in the inventory entry 'rig2x-a'" in output
     assert "pyinfra error: No hosts remaining!" in output
+
+
+def test_readme_shows_the_lines_as_printed(tmp_path: Path) -> None:
+    # README "Pointing rigforge at a real rig" quotes each line exactly; the fingerprint there is "SHA256:...".
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    key = paramiko.Ed25519Key.from_private_key_file(str(_ed25519_file(tmp_path)))
+    known = "/root/.ssh/known_hosts"
+    lines = [key_file_problem("rig2x-a", "/nonexistent-dir/id_ed25519") or "",
+             unknown_key_line("rig2x-a", "192.0.2.10", 22, known, key),
+             changed_key_line("rig2x-a", "192.0.2.10", 22, known, key),
+             no_answer_line("rig2x-a", "192.0.2.10", 22, 10, "timed out")]
+    for line in lines:
+        shown = line.replace("/nonexistent-dir", "/root/.ssh").replace(key.fingerprint, "SHA256:...")
+        assert f"[rig2x-a] {shown}" in readme, shown
