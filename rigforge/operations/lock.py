@@ -156,8 +156,16 @@ def take_lock(state: State, host: Host, me: Holder, break_lock: bool, connector:
             return False
         if lines[0].strip() == "taken":
             return True
-        held = parse_holder("\n".join(lines[1:]))
+        text = "\n".join(lines[1:])
+        held = parse_holder(text)
+        if held is None and not text.strip():
+            continue  # released between our two looks at it
         if held is None:
+            if not break_lock:
+                host.log(f"rigforge: {LOCK_PATH} on {host.name} is not a lock record ({text[:120]!r}); nothing done "
+                         "on it. `--data break_lock=true` replaces it", logger.error)
+                return False
+            host.run_shell_command(_drop_command(text), **connector)
             continue
         if held == me:
             return True

@@ -132,3 +132,14 @@ def test_other_controllers_lock_stops_only_that_host(locked: Locked) -> None:
     assert "taking over the deploy lock held by alice@laptop since 2026-11-23 03:00:00 UTC: " \
            "--data break_lock=true" in broken.stdout + broken.stderr
     assert lock_on(host) is None and lock_on(other) is None
+
+
+def test_a_file_that_is_no_lock_record_is_refused_then_broken(locked: Locked) -> None:
+    host = locked.host
+    exec_in(host, f"install -d {LOCK_DIR} && printf 'garbage\\n' > {LOCK_PATH}")
+    refused = run_pyinfra(locked.inventory, "deploys/preflight.py", check=False)
+    assert refused.returncode != 0
+    assert f"rigforge: {LOCK_PATH} on {host.name} is not a lock record ('garbage'); nothing done on it." in \
+        refused.stdout + refused.stderr
+    run_pyinfra(locked.inventory, "deploys/preflight.py", "--data", "break_lock=true")
+    assert lock_on(host) is None
