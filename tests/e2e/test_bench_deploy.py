@@ -21,6 +21,7 @@ import pytest
 from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 
 from rigforge.bench_plan import RESULTS_DIR_VARIABLE
+from rigforge.operations.lock import RELEASE_NAME
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.bench_support.gguf_models import write_loop_gguf, write_random_gguf
@@ -122,7 +123,8 @@ def test_full_deploy_ends_with_the_bench_and_passes_with_gemma(served: ServedHos
     run = run_pyinfra(served.inventory, "deploys/full.py")
 
     assert f"bench PASS on {served.host.name}: 3/3 cells ok" in run.stderr
-    assert [op["name"] for op in run.data["results"]["operations"]][-1] == SMOKE_OP
+    # Last before the deploy lock's release.
+    assert [op["name"] for op in run.data["results"]["operations"]][-2:] == [SMOKE_OP, RELEASE_NAME]
     after, result = latest_result(served)
     assert after != before and result["status"] == "ok"  # a new run, now the latest
 
