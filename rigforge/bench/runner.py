@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import platform
 import sys
 import time
@@ -70,7 +71,7 @@ def run_repeated_cell(config: BenchConfig, sized: SizedBody, concurrency: int, n
     measure the run-to-run spread; any failed repeat fails the cell with its reason.
     """
     cell = run_cell(config, sized, concurrency, nonces)
-    repeats = [cell.get("metrics")]
+    repeats = [copy.deepcopy(cell.get("metrics"))]  # its own copy: the cell's metrics block is not shared
     for index in range(2, config.repeats + 1):
         again = run_cell(config, sized, concurrency, nonces)
         repeats.append(again.get("metrics"))

@@ -1,0 +1,178 @@
+"""Bench comparison on real measured numbers: the real bench client against a real llama.cpp server
+(xllamacpp) serving Gemma 3 270M on 127.0.0.1, two runs with repeats, kept as ``results/<host>/<stamp>/``.
+
+What is real: every number (two bench runs, each cell measured 3 times). What is derived, and why: to
+show each verdict deterministically on a shared 2-core box, the "after" of some tests is the real "before"
+with every repeat scaled by a factor chosen from the *measured* spread (scaling keeps the spread), so
+"within noise" and "regression" are reached by construction, not by hoping the box slows down. The real
+driver slowdown (a throttled container) is the rollout e2e test's job. No test asserts a speed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rigforge.bench.config import config_from_dict
+from rigforge.bench.runner import run_bench
+from rigforge.compare import (
+    METRICS,
+    RegressionPolicy,
+    Tolerance,
+    compare,
+    find_results,
+    last_before,
+    load_result,
+    repeat_values,
+    spread_percent,
+)
+from rigforge.history import last_before_driver_change
+from rigforge.sandbox.model import ensure_gemma
+from tests.bench_support.llama_server import start_llama_server
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODEL_CACHE = REPO_ROOT / ".cache" / "models"
+DECODE = METRICS[0]
+REPEATS = 3
+
+
+def bench_once(base_url: str, driver: str) -> dict[str, Any]:
+    """One real bench run: C=1 at 32 input tokens, measured 3 times; driver is a label only."""
+    config = config_from_dict({
+        "base_url": base_url, "model": "gemma", "concurrency": [1], "input_tokens": [32], "output_tokens": 16,
+        "cell_seconds": 1.0, "warmup_requests": 1, "request_timeout_s": 120, "repeats": REPEATS,
+        # driver_version is a label here (no GPU on this box): it marks which runs are "before the update".
+        "metadata": {"profile": "sandbox", "host": "bench-a", "driver_version": driver, "kernel": "test"},
+    })
+    return run_bench(config)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """Two real runs against Gemma: "before" labelled driver 590.48.01, "after" 595.45.04."""
+    model = ensure_gemma(MODEL_CACHE)
+    with start_llama_server(model, parallel=2, ctx=4096, log_dir=tmp_path_factory.mktemp("gemma")) as server:
+        yield {"before": bench_once(server.base_url, "590.48.01"), "after": bench_once(server.base_url, "595.45.04")}
+
+
+def save(root: Path, host: str, stamp: str, result: dict[str, Any]) -> Path:
+    """A run directory as the bench role leaves it on the controller."""
+    run = root / host / stamp
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps(result))
+    return run
+
+
+def scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
+    """The result with every repeat's decode rate multiplied by ``factor`` (relative spread unchanged)."""
+    copied = copy.deepcopy(result)
+    for cell in copied["cells"]:
+        blocks = [*cell["repeats"], cell["metrics"]]
+        for block in {id(block): block for block in blocks}.values():  # scale each block once
+            block["decode_tps_per_user"]["median"] *= factor
+    return copied
+
+
+def decode_c1(comparison: Any) -> Any:
+    return next(cell for cell in comparison.cells if cell.metric is DECODE and cell.concurrency == 1)
+
+
+def test_every_cell_records_each_repeat(measured: dict[str, dict[str, Any]]) -> None:
+    for result in measured.values():
+        assert result["status"] == "ok", result["failed_checks"]
+        for cell in result["cells"]:
+            assert len(cell["repeats"]) == REPEATS
+            assert all(value > 0 for value in repeat_values(cell, DECODE))
+
+
+def test_two_real_runs_compare_with_their_measured_spread(measured: dict[str, dict[str, Any]]) -> None:
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0, concurrency=1),))
+    comparison = compare(measured["before"], measured["after"], policy)
+    row = decode_c1(comparison)
+    before_cell, after_cell = (result["cells"][0] for result in (measured["before"], measured["after"]))
+    spreads = [spread_percent(repeat_values(cell, DECODE)) for cell in (before_cell, after_cell)]
+    assert row.noise_percent == pytest.approx(max(spreads))
+    assert row.change_percent == pytest.approx((row.after - row.before) / row.before * 100)
+    assert comparison.verdict in ("pass", "within noise", "regression")
+    assert "C=1" in comparison.summary() and "→" in comparison.summary()
+    rows = comparison.render_markdown()
+    assert "| 1 | 32 | decode tok/s |" in rows and "driver_version: 590.48.01 → 595.45.04  (changed)" in rows
+
+
+def test_a_run_against_itself_passes(measured: dict[str, dict[str, Any]]) -> None:
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 0.0),))
+    assert compare(measured["before"], measured["before"], policy).verdict == "pass"
+
+
+def test_a_drop_inside_the_spread_is_within_noise_and_beyond_it_a_regression(
+    measured: dict[str, dict[str, Any]],
+) -> None:
+    before = measured["before"]
+    noise = spread_percent(repeat_values(before["cells"][0], DECODE))
+    assert noise is not None and noise > 0  # a real spread was measured
+    # Tolerance below the measured spread, so a drop can be past the tolerance yet inside the noise.
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", noise / 4, concurrency=1),))
+    small = decode_c1(compare(before, scaled(before, 1 - noise / 8 / 100), policy))
+    inside = compare(before, scaled(before, 1 - noise / 2 / 100), policy)
+    beyond = compare(before, scaled(before, 1 - (noise * 1.5) / 100), policy)
+    assert small.verdict == "pass"
+    assert inside.verdict == "within noise" and "within noise" in inside.summary()
+    assert beyond.verdict == "regression" and beyond.regressed
+
+
+def test_a_cell_failed_after_the_update_is_a_regression(measured: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(measured["after"])
+    after["cells"][0].update(status="failed", reason="timeout: no token in 120 s", metrics=None)
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0),))
+    assert compare(measured["before"], after, policy).verdict == "regression"
+
+
+def test_history_finds_the_last_run_before_the_driver_changed(
+    measured: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    first = save(tmp_path, "bench-a", "20261122T010000Z", measured["before"])
+    second = save(tmp_path, "bench-a", "20261122T020000Z", measured["before"])
+    latest = save(tmp_path, "bench-a", "20261123T010000Z", measured["after"])
+    (tmp_path / "bench-a" / "latest").symlink_to(latest.name)
+    assert find_results(tmp_path, "bench-a") == [first, second, latest]
+    assert load_result(latest / "result.json") == load_result(latest)
+    assert last_before_driver_change(tmp_path, "bench-a") == (second, latest)
+    assert last_before(tmp_path, "bench-a", lambda result: True, before=second) == first
+    assert last_before(tmp_path, "bench-a", lambda result: False) is None
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rigforge.compare", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_cli_prints_the_table_writes_a_png_and_fails_on_regression(
+    measured: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    before = measured["before"]
+    save(tmp_path, "bench-a", "20261122T010000Z", before)
+    # 40 % slower decode: past the sandbox profile's 5 % at C=1 and (on any sane box) the measured spread.
+    noise = spread_percent(repeat_values(before["cells"][0], DECODE)) or 0.0
+    slower = save(tmp_path, "bench-a", "20261123T010000Z", scaled(before, min(0.6, 1 - (noise + 10) / 100)))
+    slower_meta = load_result(slower)
+    slower_meta["metadata"]["driver_version"] = "595.45.04"
+    (slower / "result.json").write_text(json.dumps(slower_meta))
+    regressed = run_cli("--host", "bench-a", "--results", str(tmp_path))
+    assert regressed.returncode == 1, regressed.stderr
+    assert "REGRESSION" in regressed.stdout and "| 1 | 32 | decode tok/s |" in regressed.stdout
+    assert (slower / "compare-20261122T010000Z.png").stat().st_size > 0
+    same = run_cli(str(tmp_path / "bench-a" / "20261122T010000Z"), str(tmp_path / "bench-a" / "20261122T010000Z"))
+    assert same.returncode == 0 and "PASS" in same.stdout
+
+
+def test_cli_says_in_one_line_when_there_is_nothing_to_compare(tmp_path: Path) -> None:
+    missing = run_cli("--host", "nowhere", "--results", str(tmp_path))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().count("\n") == 0 and "no run on another driver" in missing.stderr
