@@ -113,7 +113,7 @@ def test_the_bench_plans_no_change_and_the_switch_leaves_it_out(served: ServedHo
 
     full = run_pyinfra(served.inventory, "deploys/full.py", dry=True).plan
     assert [op["hosts_with_change"] for op in full if op["name"] == SMOKE_OP] == [[]]
-    assert [op["name"] for op in full][-1] == SMOKE_OP  # the bench comes last
+    assert [op["name"] for op in full][-2:] == [SMOKE_OP, RELEASE_NAME]  # the bench comes last, then the lock goes
     switched_off = run_pyinfra(served.inventory, "deploys/full.py", "--data", "bench=false", dry=True).plan
     assert not [op for op in switched_off if op["name"].startswith("Bench |")]
 
