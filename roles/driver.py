@@ -7,8 +7,11 @@ the driver install (which un-holds an older held release first), the hold, persi
 install is boot-affecting: the new kernel module loads only at the next boot, so the host layer's
 reboot step gets it as a trigger and, on its own, compares the installed with the loaded driver.
 
-Container hosts share the machine's kernel: no kernel headers are installed there (there is nothing
-to build a module against, nor to load it into).
+DKMS builds the module for the kernels whose headers are installed: the role installs the headers of
+the running kernel and of the kernel GRUB boots next (``rigforge/operations/kernel_module.py``), and
+after the install builds the module for either one that still lacks it, so a kernel update without
+headers never leaves the next boot without GPUs. A container host's running kernel is the machine's:
+only a next-boot kernel of its own gets headers there.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ from dataclasses import dataclass, field
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
-from pyinfra.facts.server import Arch, KernelVersion, LinuxDistribution
+from pyinfra.facts.server import Arch, LinuxDistribution
 from pyinfra.operations import systemd
 
 from rigforge.context import current_profile
-from rigforge.facts.packages import BootEnvironment, DpkgPackages
+from rigforge.facts.kernel import NvidiaModuleKernels
+from rigforge.facts.packages import DpkgPackages
 from rigforge.operations import apt, nvidia_apt
 from rigforge.operations.files import managed_file
 from rigforge.operations.followup import follow_up
+from rigforge.operations.kernel_module import kernel_headers, nvidia_module_for_kernels
 from rigforge.operations.nvidia_apt import RepoPlatform, cuda_repo_platform, driver_packages
 from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
@@ -90,10 +95,10 @@ def apply_driver(version: str | None = None) -> DriverChanges:
     platform = host_platform()
     rendered = render_driver_files(profile, platform)
     packages = driver_packages(driver.flavor)
-    if host.get_fact(BootEnvironment).container is None:
-        # DKMS builds the open kernel module against the running kernel.
-        apt.packages(name="Install the running kernel's headers",
-                     packages=[f"linux-headers-{host.get_fact(KernelVersion)}"])
+    # DKMS builds the open kernel module against these: the running kernel's and the next boot's.
+    headers = kernel_headers(host.get_fact(NvidiaModuleKernels))
+    if headers:
+        apt.packages(name="Install the headers of the kernels that need the NVIDIA module", packages=headers)
     key = nvidia_apt.signing_key(name="Install NVIDIA's repository key", key_url=platform.fill(driver.repo.key_url),
                                  keyring=KEYRING, fingerprint=driver.repo.key_fingerprint)
     sources = managed_file(name=f"Add NVIDIA's CUDA repository ({platform.distro}/{platform.arch})",
@@ -105,6 +110,8 @@ def apply_driver(version: str | None = None) -> DriverChanges:
                                         packages=packages, version=driver.version, refreshed_by=[refresh])
     nvidia_apt.hold_at_version(name=f"{'Hold' if driver.hold else 'Release'} the driver packages at "
                                     f"{driver.version}", packages=packages, version=driver.version, hold=driver.hold)
+    nvidia_module_for_kernels(name=f"Build the NVIDIA {driver.version} module for the running and next-boot kernels",
+                              version=driver.version, packages=packages)
     # Started by the reboot when the new module is not loaded yet; started now when it is.
     systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True,
                     running=True if driver_ready(profile) else None)

@@ -29,14 +29,15 @@ from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.facts.files import FileContents
-from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import server, systemd
 
 from rigforge.bench_plan import results_root, run_stamp
 from rigforge.context import RunSettings, current_profile
 from rigforge.engines import UNIT_NAME
-from rigforge.facts.packages import BootEnvironment, DpkgPackages
+from rigforge.facts.kernel import NvidiaModuleKernels
+from rigforge.facts.packages import DpkgPackages
 from rigforge.operations.files import managed_file
+from rigforge.operations.kernel_module import missing_module_lines
 from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
 from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
 from rigforge.profile import Profile
@@ -120,7 +121,8 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     changes = driver.apply_driver(version=plan.target)
     remember_reboot_triggers(changes.boot_triggers)
     cuda.apply_cuda(refreshed_by=changes.refreshed_by)
-    module_built_for_kernel(name=f"Check the NVIDIA {plan.target} module is built for the kernel")
+    module_built_for_kernel(name=f"Check the NVIDIA {plan.target} module is built for the kernels",
+                            version=plan.target)
     reboot_if_needed(name=f"Reboot into driver {plan.target}", triggers=changes.boot_triggers,
                      driver_packages=driver_packages(profile.driver.flavor), allow_reboot=settings.allow_reboot)
     verify_driver(name=f"Verify driver {plan.target} is installed, held and loaded", target=plan.target,
@@ -189,46 +191,37 @@ def driver_failures(rig: Host, target: str, packages: tuple[str, ...], hold: boo
     return failures
 
 
-def dkms_module_installed(dkms_status: str, kernel: str) -> bool:
-    """True when ``dkms status -m nvidia`` lists the module as installed for ``kernel`` (dkms 2 and 3 formats:
-    ``nvidia/595.45.04, 6.8.0-49-generic, x86_64: installed`` / ``nvidia, 595.45.04, 6.8.0-49-generic, …``)."""
-    return any(f", {kernel}," in line and line.rstrip().endswith(": installed") for line in dkms_status.splitlines())
-
-
 @operation(is_idempotent=False)
-def module_built_for_kernel():
+def module_built_for_kernel(version: str):
     """
-    Before the reboot, check that DKMS built the NVIDIA module for the running kernel (the one the rig boots
-    again); stop with the fix when it did not. Container hosts share the machine's kernel: nothing to check.
+    Before the reboot, check that the NVIDIA module at ``version`` is built for the running kernel and the
+    one GRUB boots next; stop with the fix when it is not (no reboot into a kernel without GPUs).
+
+    + version: the driver version the rig is about to boot
 
     **Example:**
 
     .. code:: python
 
-        module_built_for_kernel(name="Check the NVIDIA module is built")
+        module_built_for_kernel(name="Check the NVIDIA module is built", version="595.45.04")
     """
     if not state.is_executing:
         host.noop("checked once the driver is installed")
         return
-    if host.get_fact(BootEnvironment).container:
-        host.log("container host: it boots the machine's kernel, no NVIDIA module is built in it", logger.info)
-        return
-    yield FunctionCommand(_module_built, (), {})
+    yield FunctionCommand(_module_built, (version,), {})
 
 
-def _module_built(state: State, host: Host) -> bool:
+def _module_built(state: State, host: Host, version: str) -> bool:
     del state
-    kernel = host.get_fact(KernelVersion)
-    _, output = host.run_shell_command("dkms status -m nvidia 2>&1")
-    if dkms_module_installed("\n".join(output.stdout_lines), kernel):
-        return True
-    host.log_styled(f"the NVIDIA module is not built for kernel {kernel}: no reboot. Fix: apt-get install "
-                    f"linux-headers-{kernel} && dkms autoinstall -k {kernel}, then run again", fg="red",
-                    log_func=logger.error)
-    return False
+    lines = missing_module_lines(host.get_fact(NvidiaModuleKernels), version)
+    for line in lines:
+        host.log_styled(f"{line}; no reboot", fg="red", log_func=logger.error)
+    return not lines
 
 
-@operation(is_idempotent=False)
+# _set_in_op=False (as pyinfra's python.call): the rollback's operations, called while this one executes,
+# must run as nested operations instead of being refused as "called within another operation".
+@operation(is_idempotent=False, _set_in_op=False)
 def judge_driver_update(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str,
                         baseline: str | None):
     """

@@ -17,6 +17,7 @@ from rigforge.facts import (
     GpuInventory,
     GpuTopology,
     IommuStatus,
+    KernelModules,
     LoadedDriver,
     PciGpuReport,
 )
@@ -92,6 +93,7 @@ class HostFacts:
     iommu: IommuStatus
     acs: AcsReport | None
     governors: dict[int, str] | None
+    kernel_modules: KernelModules | None = None
 
     @property
     def gpu_count(self) -> int:

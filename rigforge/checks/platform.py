@@ -205,3 +205,30 @@ def check_model_revision(profile: Profile, facts: HostFacts) -> Check:
         return ok("model-revision", "a commit hash", revision)
     return advice("model-revision", "a commit hash", f"{revision!r} (a branch or tag)",
                   f"model revision {revision!r} is not pinned: set model.revision to the commit you verified")
+
+
+MODULE_CHECK = "kernel-module"
+
+
+def module_fix(kernels: list[str]) -> str:
+    """The commands that give ``kernels`` their nvidia module (DKMS builds it once the headers are there)."""
+    return "; ".join(f"apt-get install linux-headers-{kernel} && dkms autoinstall -k {kernel}" for kernel in kernels)
+
+
+def check_kernel_module(profile: Profile, facts: HostFacts) -> Check | None:
+    """The nvidia module at the profile's driver version for the running kernel and the one GRUB boots next."""
+    kernels = facts.kernel_modules
+    if profile.driver is None or kernels is None:
+        return None
+    wanted = profile.driver.version
+    needed = kernels.kernels_needing_module()
+    expected = f"nvidia {wanted} for {' and '.join(needed) or 'the kernel the host boots'}"
+    found = "; ".join(kernels.describe(kernel) for kernel in needed) or "no kernel of the host's own"
+    missing = kernels.missing(wanted)
+    if not missing:
+        return ok(MODULE_CHECK, expected, found)
+    if not any(kernels.modules.values()) and facts.loaded_driver is None and not facts.smi.smi_found:
+        return deploy_fixes(MODULE_CHECK, expected, found, "no driver yet: the deploy installs it and DKMS builds "
+                                                           "the module")
+    return deploy_fixes(MODULE_CHECK, expected, found,
+                        f"{module_fix(missing)} (deploys/host.py does this; without it that kernel boots without GPUs)")

@@ -23,6 +23,7 @@ from rigforge.facts import (
     NvidiaDriverParams,
     NvidiaGpus,
     NvidiaLoadedDriver,
+    NvidiaModuleKernels,
     NvidiaPciGpus,
     NvidiaTopology,
     NvidiaUvmParams,
@@ -44,6 +45,7 @@ FACT_SOURCES: dict[str, type] = {
     "iommu": IommuState,
     "acs": PciAcs,
     "governors": CpuGovernors,
+    "kernel_modules": NvidiaModuleKernels,
 }
 
 PRESENCE = "gpus"
@@ -72,6 +74,7 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
     platform.check_kernel_cmdline,
     platform.check_iommu,
     platform.check_cpu_governor,
+    platform.check_kernel_module,
     platform.check_model_revision,
 )
 
@@ -79,7 +82,7 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
 CHECK_NAMES: tuple[str, ...] = (
     PRESENCE, "gpu-count", "gpu-model", "compute-capability", "gpu-memory", "bar1", "pcie-gen", "pcie-width",
     "topology", "persistence-mode", "power-limit", "driver", "module-options", "force-p2p", "acs",
-    "kernel-cmdline", "iommu", "cpu-governor", "model-revision",
+    "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "model-revision",
 )
 
 

@@ -4,21 +4,22 @@ Each fact runs one cheap command that exits 0 whether or not the tool or file ex
 its output to a pure parser in the same module (tested on real captures in tests/fixtures/gpu).
 Hosts without GPUs, driver or tool get a plain "not present" value, never an exception:
 
-================== ==================================== =====================================
-fact               returns                              when absent
-================== ==================================== =====================================
-NvidiaGpus         GpuInventory (gpus, driver, CUDA)    NO_NVIDIA_SMI (smi_found=False)
-NvidiaTopology     GpuTopology                          None
-NvidiaLoadedDriver LoadedDriver (version, open module)  None (module not loaded)
-NvidiaDriverParams dict /proc/driver/nvidia/params      None (module not loaded)
-NvidiaUvmParams    dict nvidia_uvm parameters           None (module not loaded)
-KernelCmdline      tuple of kernel parameters           ()
-IommuState         IommuStatus (mode, groups)           mode "unknown"
-PciAcs             AcsReport (ports with ACS)           None (lspci missing)
-NvidiaPciGpus      PciGpuReport (GPUs on the PCI bus)   empty gpus (no NVIDIA GPU)
-CpuGovernors       dict cpu -> governor                 None (no cpufreq)
-NumaLayout         tuple of NumaNode                    ()
-================== ==================================== =====================================
+=================== ==================================== =====================================
+fact                returns                              when absent
+=================== ==================================== =====================================
+NvidiaGpus          GpuInventory (gpus, driver, CUDA)    NO_NVIDIA_SMI (smi_found=False)
+NvidiaTopology      GpuTopology                          None
+NvidiaLoadedDriver  LoadedDriver (version, open module)  None (module not loaded)
+NvidiaDriverParams  dict /proc/driver/nvidia/params      None (module not loaded)
+NvidiaUvmParams     dict nvidia_uvm parameters           None (module not loaded)
+KernelCmdline       tuple of kernel parameters           ()
+IommuState          IommuStatus (mode, groups)           mode "unknown"
+PciAcs              AcsReport (ports with ACS)           None (lspci missing)
+NvidiaPciGpus       PciGpuReport (GPUs on the PCI bus)   empty gpus (no NVIDIA GPU)
+CpuGovernors        dict cpu -> governor                 None (no cpufreq)
+NvidiaModuleKernels KernelModules (per kernel: module)   running kernel only, no module
+NumaLayout          tuple of NumaNode                    ()
+=================== ==================================== =====================================
 """
 
 from rigforge.facts.driver import (
@@ -40,6 +41,7 @@ from rigforge.facts.host import (
     cmdline_has,
     cmdline_value,
 )
+from rigforge.facts.kernel import KernelModules, NvidiaModuleKernels
 from rigforge.facts.pci import AcsPort, AcsReport, PciAcs
 from rigforge.facts.pci_gpus import NvidiaPciGpus, PciGpu, PciGpuReport
 from rigforge.facts.topology import GpuTopology, NvidiaTopology, link_class, link_rank, worst_gpu_link
@@ -55,12 +57,14 @@ __all__ = [
     "IommuState",
     "IommuStatus",
     "KernelCmdline",
+    "KernelModules",
     "LoadedDriver",
     "NumaLayout",
     "NumaNode",
     "NvidiaDriverParams",
     "NvidiaGpus",
     "NvidiaLoadedDriver",
+    "NvidiaModuleKernels",
     "NvidiaPciGpus",
     "NvidiaTopology",
     "NvidiaUvmParams",

@@ -16,7 +16,6 @@ from rigforge.update_record import (
     records_since,
     write_record,
 )
-from roles.driver_update import dkms_module_installed
 
 NOW = datetime(2026, 11, 23, 4, 0, tzinfo=timezone.utc)
 
@@ -86,11 +85,3 @@ def test_inventory_hosts_reads_every_list_once_in_order(tmp_path: Path) -> None:
     assert [name for name, _ in inventory_hosts(inventory)] == ["a", "b", "c"]
 
 
-def test_the_module_check_reads_dkms_status_of_both_formats() -> None:
-    # Lines as dkms 3.0 (Ubuntu 24.04) and dkms 2.8 print them.
-    status = ("nvidia/595.45.04, 6.8.0-49-generic, x86_64: installed\n"
-              "nvidia/595.45.04, 6.8.0-51-generic, x86_64: built\n")
-    assert dkms_module_installed(status, "6.8.0-49-generic")
-    assert not dkms_module_installed(status, "6.8.0-51-generic")  # built, not installed
-    assert dkms_module_installed("nvidia, 590.48.01, 6.1.0-26-amd64, x86_64: installed", "6.1.0-26-amd64")
-    assert not dkms_module_installed("", "6.1.0-26-amd64")

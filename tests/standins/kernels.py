@@ -1,0 +1,147 @@
+"""STAND-IN kernels, kernel headers and DKMS for the sandbox hosts (sandbox tests only: a container boots
+the machine's kernel and cannot build or load a real NVIDIA module).
+
+Modelled on how Debian and Ubuntu behave, because that behaviour is what rigforge's kernel-module check
+and fix are about:
+
+- ``linux-image-<K>``: ``/boot/vmlinuz-<K>`` (an empty file) and ``/lib/modules/<K>``; its postinst runs
+  DKMS's kernel hook and ``zz-update-grub`` as the real one does through /etc/kernel/postinst.d (the
+  initramfs hook is left out: there are no modules to pack). The hook builds nothing without headers,
+  which is the real failure: a kernel upgraded alone boots without the NVIDIA module.
+- ``linux-headers-<K>``: ``/usr/src/linux-headers-<K>`` and the ``/lib/modules/<K>/build`` link; its
+  postinst runs /etc/kernel/header_postinst.d, where DKMS builds the module.
+- ``dkms`` (shipped inside the stand-in ``nvidia-kernel-open-dkms``, with DKMS's two kernel hooks):
+  ``autoinstall -k K`` "builds" the module when K's headers are there, else fails with DKMS's message;
+  ``status`` and ``remove`` as DKMS prints and does them. The "module" is a real ELF object whose
+  .modinfo section carries the driver version, so ``modinfo -k K -F version nvidia`` (what rigforge
+  reads) answers as it does for a real module. Nothing else about it is real.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+#: The kernel the sandbox image boots (rigforge/sandbox/image.py), and the "update" the tests install.
+SANDBOX_KERNEL = "0.0.0-rigforge-sandbox"
+UPDATE_KERNEL = "6.1.0-99-amd64"
+KERNEL_PACKAGE_VERSION = "6.1.0-99.1"
+
+DKMS = textwrap.dedent('''\
+    #!/usr/bin/python3
+    # {note}
+    """Answers the dkms calls made for the nvidia module: autoinstall/install, status, remove."""
+    import glob, os, re, struct, subprocess, sys
+
+    MODULE_FILE = "{module}"
+    MACHINES = {{"x86_64": 62, "aarch64": 183}}
+
+    def driver_version():
+        text = open(MODULE_FILE).read()
+        return re.search(r"Kernel Module for \\S+\\s+(\\S+)", text).group(1)
+
+    def module_elf(version, kernel):
+        info = b"".join(f"{{k}}={{v}}".encode() + b"\\0" for k, v in (
+            ("version", version), ("license", "Dual MIT/GPL"), ("name", "nvidia"),
+            ("description", "STAND-IN nvidia module (rigforge tests)"), ("vermagic", kernel + " SMP mod_unload ")))
+        names = b"\\0.modinfo\\0.shstrtab\\0"
+        names_at = 64 + len(info)
+        table_at = (names_at + len(names) + 7) & ~7
+        machine = MACHINES.get(os.uname().machine, 62)
+        header = struct.pack("<4sBBBBB7xHHIQQQIHHHHHH", b"\\x7fELF", 2, 1, 1, 0, 0, 1, machine, 1, 0, 0,
+                             table_at, 0, 64, 0, 0, 64, 3, 2)
+        def section(name, kind, offset, size):
+            return struct.pack("<IIQQQQIIQQ", name, kind, 0, 0, offset, size, 0, 0, 1, 0)
+        body = header + info + names
+        body += b"\\0" * (table_at - len(body))
+        return body + section(0, 0, 0, 0) + section(1, 1, 64, len(info)) + section(10, 3, names_at, len(names))
+
+    def autoinstall(kernel):
+        if not os.path.exists(f"/lib/modules/{{kernel}}/build"):
+            print(f"Error! Your kernel headers for kernel {{kernel}} cannot be found at "
+                  f"/lib/modules/{{kernel}}/build or /lib/modules/{{kernel}}/source.\\nPlease install the "
+                  f"linux-headers-{{kernel}} package or use the --kernelsourcedir option to tell DKMS where "
+                  "it's located.", file=sys.stderr)
+            return 1
+        version = driver_version()
+        target = f"/lib/modules/{{kernel}}/updates/dkms/nvidia.ko"
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target + ".new", "wb") as out:
+            out.write(module_elf(version, kernel))
+        os.replace(target + ".new", target)
+        subprocess.run(["depmod", kernel], check=True, stderr=subprocess.DEVNULL)
+        print(f"nvidia/{{version}} (stand-in): built and installed for {{kernel}}")
+        return 0
+
+    def modules():
+        return sorted(glob.glob("/lib/modules/*/updates/dkms/nvidia.ko"))
+
+    def main(args):
+        kernel = os.uname().release
+        for flag in ("-k", "--kernelver"):
+            if flag in args:
+                kernel = args[args.index(flag) + 1]
+        if args[:1] in (["autoinstall"], ["install"]):
+            return autoinstall(kernel)
+        if args[:1] == ["status"]:
+            for path in modules():
+                print(f"nvidia/{{driver_version()}}, {{path.split('/')[3]}}, {{os.uname().machine}}: installed")
+            return 0
+        if args[:1] == ["remove"]:
+            for path in modules():
+                os.remove(path)
+                subprocess.run(["depmod", path.split("/")[3]], check=False, stderr=subprocess.DEVNULL)
+            return 0
+        print(f"stand-in dkms: {{' '.join(args)}} is not emulated", file=sys.stderr)
+        return 2
+
+    sys.exit(main(sys.argv[1:]))
+''')
+
+# DKMS's hooks as the real package installs them: a kernel without headers gets a warning, never a failure.
+DKMS_HOOK = textwrap.dedent('''\
+    #!/bin/sh
+    # {note}
+    /usr/sbin/dkms autoinstall --kernelver "$1" || echo "dkms: WARNING: Linux headers are missing, which may \\
+    explain the above failures. please install the linux-headers-$1 package to fix this."
+''')
+
+# Builds for every kernel with headers on install; removes every build on removal, as dh_dkms's scripts do.
+DKMS_POSTINST = ("for build in /lib/modules/*/build; do [ -e \"$build\" ] || continue; "
+                 "/usr/sbin/dkms autoinstall -k \"$(basename \"$(dirname \"$build\")\")\" || true; done")
+DKMS_PRERM = "/usr/sbin/dkms remove nvidia --all || true"
+
+
+def dkms_files(note: str, module_file: str) -> dict[str, tuple[str, int]]:
+    """The stand-in DKMS files the stand-in ``nvidia-kernel-open-dkms`` ships."""
+    hook = DKMS_HOOK.format(note=note)
+    return {
+        "/usr/sbin/dkms": (DKMS.format(note=note, module=module_file), 0o755),
+        "/etc/kernel/postinst.d/dkms": (hook, 0o755),
+        "/etc/kernel/header_postinst.d/dkms": (hook, 0o755),
+    }
+
+
+BuildDeb = Callable[..., Path]
+
+
+def kernel_debs(build_deb: BuildDeb, work: Path, out_dir: Path, arch: str, note: str) -> list[Path]:
+    """Headers for the sandbox's kernel and for the update kernel, and the update kernel's image."""
+    debs = []
+    for kernel in (SANDBOX_KERNEL, UPDATE_KERNEL):
+        debs.append(build_deb(work, out_dir, f"linux-headers-{kernel}", KERNEL_PACKAGE_VERSION, arch, {
+            f"/usr/src/linux-headers-{kernel}/STANDIN": (f"{note}\n", 0o644),
+        }, postinst=(f"mkdir -p /lib/modules/{kernel}\n"
+                     f"ln -sfn /usr/src/linux-headers-{kernel} /lib/modules/{kernel}/build\n"
+                     "[ ! -d /etc/kernel/header_postinst.d ] || "
+                     f"run-parts --report --arg={kernel} /etc/kernel/header_postinst.d"),
+            prerm=f"rm -f /lib/modules/{kernel}/build"))
+    image = f"/boot/vmlinuz-{UPDATE_KERNEL}"
+    debs.append(build_deb(work, out_dir, f"linux-image-{UPDATE_KERNEL}", KERNEL_PACKAGE_VERSION, arch, {
+        image: ("", 0o644),
+        f"/lib/modules/{UPDATE_KERNEL}/modules.order": ("", 0o644),
+    }, postinst=(f"depmod {UPDATE_KERNEL}\n"
+                 f"[ ! -x /etc/kernel/postinst.d/dkms ] || /etc/kernel/postinst.d/dkms {UPDATE_KERNEL} {image}\n"
+                 f"/etc/kernel/postinst.d/zz-update-grub {UPDATE_KERNEL} {image}")))
+    return debs
