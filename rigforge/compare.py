@@ -3,14 +3,17 @@
 Verdicts (``Comparison.verdict``):
 
 - ``"pass"``: every judged change is better, or worse by no more than the profile's tolerance.
-- ``"within noise"``: something is worse than its tolerance, but no more than the spread measured
-  between repeats of that cell (before or after), so the runs cannot tell it from noise.
-- ``"regression"``: something is worse than both its tolerance and the measured spread, or a cell
-  that measured before failed (or is missing) after.
+- ``"within noise"``: something is worse than its tolerance, but the runs cannot tell it from noise:
+  the change is no more than the spread measured between repeats of that cell (before or after)
+  *and* the best "after" repeat still reaches the worst "before" repeat.
+- ``"regression"``: something is worse than its tolerance and the repeats do not overlap (or the
+  change is past the measured spread), or a cell that measured before failed (or is missing) after.
 
 Judged metrics are those the profile's ``bench.regression_tolerance`` rules name; the others are
 shown but never decide. Noise of a metric in a cell = (max - min) / median of its per-repeat values,
 the larger of before and after; a cell measured once has no measured noise (shown as "no repeats").
+Both conditions matter: a wide spread alone (one slow repeat on a loaded box) must not excuse an
+"after" whose every repeat is slower than every "before" repeat.
 
 Example::
 
@@ -151,7 +154,7 @@ class Cell:
         judged = {
             PASS: f"pass: {tolerance}, noise {noise}",
             WITHIN_NOISE: f"within noise {noise}, {tolerance}",
-            REGRESSION: f"regression: beyond {tolerance} and noise {noise}",
+            REGRESSION: f"regression: beyond {tolerance}, not explained by noise {noise}",
         }.get(self.verdict, f"not judged, noise {noise}")
         values = f"{self.before:.1f} → {self.after:.1f} {self.metric.unit}"
         return f"{where}: {values} ({self.change_percent:+.1f} %, {judged})"
@@ -231,11 +234,20 @@ def _noise(before: Mapping[str, Any], after: Mapping[str, Any], metric: Metric) 
     return max(known) if known else None
 
 
-def judge_change(worse_percent: float, tolerance: float, noise: float | None) -> str:
-    """pass if within tolerance; regression if beyond both tolerance and noise; else within noise."""
+def repeats_overlap(before: Mapping[str, Any], after: Mapping[str, Any], metric: Metric) -> bool:
+    """Whether the best repeat after is at least as good as the worst repeat before."""
+    values_before = repeat_values(before, metric) or [cell_value(before, metric) or 0.0]
+    values_after = repeat_values(after, metric) or [cell_value(after, metric) or 0.0]
+    if metric.higher_is_better:
+        return max(values_after) >= min(values_before)
+    return min(values_after) <= max(values_before)
+
+
+def judge_change(worse_percent: float, tolerance: float, noise: float | None, overlap: bool) -> str:
+    """pass if within tolerance; within noise if inside the spread with overlapping repeats; else regression."""
     if worse_percent <= tolerance:
         return PASS
-    if noise is not None and worse_percent <= noise:
+    if noise is not None and worse_percent <= noise and overlap:
         return WITHIN_NOISE
     return REGRESSION
 
@@ -260,7 +272,7 @@ def compare_cell(key: tuple[int, int], before: Mapping[str, Any] | None, after: 
     if tolerance is None:
         return row
     return Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance,
-                judge_change(row.worse_percent or 0.0, tolerance, noise))
+                judge_change(row.worse_percent or 0.0, tolerance, noise, repeats_overlap(before, after, metric)))
 
 
 def overall(cells: Iterable[Cell]) -> str:

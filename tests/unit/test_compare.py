@@ -176,3 +176,18 @@ def test_cli_says_in_one_line_when_there_is_nothing_to_compare(tmp_path: Path) -
     missing = run_cli("--host", "nowhere", "--results", str(tmp_path))
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0 and "no run on another driver" in missing.stderr
+
+
+def test_a_wide_spread_does_not_excuse_repeats_that_are_all_slower(measured: dict[str, dict[str, Any]]) -> None:
+    # The numbers are the real "before" run; the "after" repeats are set by hand to the case a loaded,
+    # throttled box produced: one repeat crawled, so the spread is huge, yet every repeat is slower.
+    before = measured["before"]
+    values = repeat_values(before["cells"][0], DECODE)
+    after = copy.deepcopy(before)
+    slow = min(values) * 0.5
+    for block, value in zip(after["cells"][0]["repeats"], (slow * 0.1, slow * 0.5, slow), strict=True):
+        block["decode_tps_per_user"]["median"] = value
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0, concurrency=1),))
+    row = decode_c1(compare(before, after, policy))
+    assert row.noise_percent is not None and (row.worse_percent or 0) < row.noise_percent  # the old excuse
+    assert row.verdict == "regression"
