@@ -1,5 +1,5 @@
 """The host layer on a real sandbox host with the 2x-pix profile: dry run, convergence, reboots only when
-needed, a driver upgrade.
+needed, a driver upgrade, a kernel update that left the next boot without the NVIDIA module.
 
 Real here: the Debian 12 systemd host, apt with a signed repository and a pinned, held driver, the
 GRUB drop-in and update-grub (the sandbox image diverts grub-probe so grub-mkconfig can map the
@@ -9,7 +9,8 @@ really restarts) and pyinfra reconnecting after it.
 STAND-INS (tests/standins/nvidia_cuda_repo.py), because NVIDIA's repository and GPUs cannot exist here:
 the apt repository's packages (NVIDIA's names and versions, stand-in contents), its key (made per
 run; the profile override pins its fingerprint), the "kernel module" (a version file published to
-/run at boot) and nvidia-smi (answers from that file).
+/run at boot) and nvidia-smi (answers from that file); kernels, headers and DKMS (tests/standins/kernels.py:
+a module "built" per kernel that modinfo reads like a real one).
 
 The kernel command line: a container host runs on the machine's kernel, so /proc/cmdline can never
 hold the profile's parameters. The reboot step detects the container and skips that one check, with a
@@ -37,6 +38,7 @@ from rigforge.operations.nvidia_apt import RepoPlatform
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from roles.host import render_host_files
+from tests.standins.kernels import UPDATE_KERNEL
 from tests.standins.nvidia_cuda_repo import build_repo, repo_paths, serve_in_host
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ DRIVER_UPDATE = "deploys/driver_update.py"
 PROFILE = "2x-pix"
 OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 VERIFY_MODULES = [f"tests/verify/test_{name}.py" for name in ("driver", "cuda", "boot", "modprobe", "tuning", "nccl")]
+PARAMS = ["pci=noacs", "iommu=pt", "mitigations=off", "pcie_aspm=off", "pcie_port_pm=off"]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What may change on the host in a dry run: nothing under these, and no package or hold.
 SNAPSHOT = (
@@ -103,6 +106,12 @@ def _op(result: PyinfraResult, name_part: str) -> dict:
     return matches[0]
 
 
+def _upgraded(rig: Rig) -> Path:
+    """The inventory of the last steps: shorter kernel parameters, an NCCL variable, the new driver."""
+    return rig.inventory("upgrade", boot={"kernel_params": PARAMS}, nccl={"env": {"NCCL_P2P_LEVEL": "SYS"}},
+                         driver=_driver(NEW_DRIVER, rig.overrides))
+
+
 def _reboots(result: PyinfraResult) -> int:
     return result.stderr.count("rebooted; back after")
 
@@ -155,18 +164,14 @@ def test_second_run_changes_nothing_and_does_not_reboot(rig: Rig) -> None:
 
 def test_verify_modules_pass_on_the_converged_host(rig: Rig) -> None:
     rig.require("idempotent")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                           f"--hosts=paramiko://{rig.host.name}",
-                           f"--ssh-config={Path(rig.sandbox.state_dir) / 'ssh_config'}", *VERIFY_MODULES],
-                          cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=600)
+    proc = _verify(rig, *VERIFY_MODULES)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 def test_one_kernel_parameter_changed_updates_grub_once_and_reboots_once(rig: Rig) -> None:
     rig.require("idempotent")
-    params = ["pci=noacs", "iommu=pt", "mitigations=off", "pcie_aspm=off", "pcie_port_pm=off"]
     token = boot_token(rig.host)
-    result = rig.run(rig.inventory("kernel-param", boot={"kernel_params": params}))
+    result = rig.run(rig.inventory("kernel-param", boot={"kernel_params": PARAMS}))
     assert boot_token(rig.host) != token and _reboots(result) == 1
     assert _op(result, "Update GRUB")["success"] == [rig.host.name]
     assert _op(result, "Update the initramfs")["no_change"] == [rig.host.name]
@@ -177,9 +182,8 @@ def test_one_kernel_parameter_changed_updates_grub_once_and_reboots_once(rig: Ri
 
 def test_only_an_nccl_variable_changed_no_reboot_no_initramfs(rig: Rig) -> None:
     rig.require("kernel-param")
-    params = ["pci=noacs", "iommu=pt", "mitigations=off", "pcie_aspm=off", "pcie_port_pm=off"]
     token = boot_token(rig.host)
-    result = rig.run(rig.inventory("nccl", boot={"kernel_params": params}, nccl={"env": {"NCCL_P2P_LEVEL": "SYS"}}))
+    result = rig.run(rig.inventory("nccl", boot={"kernel_params": PARAMS}, nccl={"env": {"NCCL_P2P_LEVEL": "SYS"}}))
     assert boot_token(rig.host) == token and _reboots(result) == 0
     assert _op(result, "Update the initramfs")["no_change"] == [rig.host.name]
     assert _op(result, "Update GRUB")["no_change"] == [rig.host.name]
@@ -190,9 +194,7 @@ def test_only_an_nccl_variable_changed_no_reboot_no_initramfs(rig: Rig) -> None:
 
 def test_driver_upgrade_rehold_pending_reboot_and_one_reboot(rig: Rig) -> None:
     rig.require("nccl")
-    params = ["pci=noacs", "iommu=pt", "mitigations=off", "pcie_aspm=off", "pcie_port_pm=off"]
-    inventory = rig.inventory("upgrade", boot={"kernel_params": params}, nccl={"env": {"NCCL_P2P_LEVEL": "SYS"}},
-                              driver=_driver(NEW_DRIVER, rig.overrides))
+    inventory = _upgraded(rig)
     token = boot_token(rig.host)
     # Reboots forbidden: the upgrade happens, the deploy fails and says why a reboot is required.
     refused = rig.run(inventory, DRIVER_UPDATE, "--data", "allow_reboot=false", check=False)
@@ -211,3 +213,39 @@ def test_driver_upgrade_rehold_pending_reboot_and_one_reboot(rig: Rig) -> None:
     assert _op(result, "Install the NVIDIA open driver")["no_change"] == [rig.host.name]
     assert f"DRIVER version      : {NEW_DRIVER}" in rig.sh("nvidia-smi --version")
     assert_no_changes(inventory, HOST_DEPLOY)
+    rig.done.append("upgraded")
+
+
+def test_a_kernel_update_without_headers_is_caught_and_fixed_without_a_reboot(rig: Rig) -> None:
+    # The most common way a rig "loses" its GPUs: an unattended upgrade installs a kernel image alone
+    # (no headers), its postinst runs DKMS's hook, which builds nothing, and update-grub makes it the
+    # next boot. Stand-ins: the kernel, headers and DKMS (tests/standins/kernels.py).
+    rig.require("upgraded")
+    inventory = _upgraded(rig)
+    rig.sh(f"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-{UPDATE_KERNEL} >/dev/null 2>&1")
+    assert f"/boot/vmlinuz-{UPDATE_KERNEL} " in rig.sh("grep -m1 '^[[:space:]]*linux' /boot/grub/grub.cfg")
+    fix = f"apt-get install linux-headers-{UPDATE_KERNEL} && dkms autoinstall -k {UPDATE_KERNEL}"
+
+    preflight = ANSI.sub("", rig.run(inventory, "deploys/preflight.py", "--data", "skip_preflight=true").stderr)
+    row = next(line for line in preflight.splitlines() if "kernel-module" in line)
+    assert f"{UPDATE_KERNEL} (next boot, GRUB default '0'): no nvidia module" in row and fix in row, row
+    verify = _verify(rig, "tests/verify/test_gpus.py", "-k", "kernel-module")
+    assert verify.returncode == 1 and fix in verify.stdout, verify.stdout[-3000:]
+
+    plan = run_pyinfra(inventory, HOST_DEPLOY, dry=True)
+    assert sorted(changed_ops(plan)) == sorted([
+        "Install the headers of the kernels that need the NVIDIA module",
+        f"Build the NVIDIA {NEW_DRIVER} module for the running and next-boot kernels"]), changed_ops(plan)
+    token = boot_token(rig.host)
+    result = rig.run(inventory)
+    assert boot_token(rig.host) == token and _reboots(result) == 0  # the running kernel was never affected
+    assert rig.sh(f"modinfo -k {UPDATE_KERNEL} -F version nvidia").strip() == NEW_DRIVER
+    assert _verify(rig, "tests/verify/test_gpus.py", "-k", "kernel-module").returncode == 0
+    assert_no_changes(inventory, HOST_DEPLOY)
+
+
+def _verify(rig: Rig, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                           f"--hosts=paramiko://{rig.host.name}",
+                           f"--ssh-config={Path(rig.sandbox.state_dir) / 'ssh_config'}", *args],
+                          cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=600)

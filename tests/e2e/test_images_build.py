@@ -12,8 +12,10 @@ and fetched by the role with its sha256 checked.
 from __future__ import annotations
 
 import hashlib
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +23,11 @@ import pytest
 from pyinfra_run import assert_no_changes, changed_ops, run_pyinfra
 
 from rigforge.images import build_plan
+from rigforge.operations.lock import LOCK_PATH
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.docker import docker
+from tests.e2e.interrupt import interrupt_when, processes
 from tests.support_flashinfer import GENERATE_KERNELS, extract_package
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -34,6 +38,8 @@ CONFLICT = PATCH.read_text().replace("         [128, 128, 256],\n", "         [1
 CONFLICT_SHA256 = hashlib.sha256(CONFLICT.encode()).hexdigest()
 PATCH_PORT = 8766
 BASE_IMAGE = "rigforge-test/base:1"
+SLOW_BASE = "rigforge-test/base:slow"
+SLOW_STEP_S = 45
 VOLUME = "rigforge-jit-cache"
 IMAGES_DEPLOY = "deploys/images.py"
 CONTAINER_DEPLOY = "from roles import base, container\n\nbase.apply_base()\ncontainer.apply_container()\n"
@@ -54,13 +60,14 @@ tar -C / -c --exclude=__pycache__ --exclude=usr/lib/python3.11/test --exclude=us
 """
 
 
-def overrides(test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.patch") -> dict:
+def overrides(test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.patch",
+              base_image: str = BASE_IMAGE) -> dict:
     """The sandbox profile with an engine image build (and no NVIDIA toolkit: test_container covers it)."""
     return {
         "container": {"runtime": "docker", "nvidia_toolkit": False},
         "engine": {
             "native": None,
-            "build": {"dockerfile": "chain-check", "base_image": BASE_IMAGE, "args": {"TEST_ARG": test_arg},
+            "build": {"dockerfile": "chain-check", "base_image": base_image, "args": {"TEST_ARG": test_arg},
                       "patches": [{"url": f"http://127.0.0.1:{PATCH_PORT}/{patch}", "sha256": sha256,
                                    "root": "flashinfer"}]},
             "docker": {"gpus": "all", "ipc": "host", "shm_size": "1g", "ulimits": {}, "network": "host",
@@ -69,8 +76,8 @@ def overrides(test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.
     }
 
 
-def tag_for(test_arg: str) -> str:
-    plan = build_plan(load_profile("sandbox", overrides(test_arg)))
+def tag_for(test_arg: str, base_image: str = BASE_IMAGE) -> str:
+    plan = build_plan(load_profile("sandbox", overrides(test_arg, base_image=base_image)))
     assert plan is not None
     return plan.tag
 
@@ -81,9 +88,10 @@ class ImageHost:
     work: Path
     first_run_output: str
 
-    def inventory(self, sandbox, test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.patch") -> Path:
+    def inventory(self, sandbox, test_arg: str, sha256: str = PATCH_SHA256, patch: str = "k64-test.patch",
+                  base_image: str = BASE_IMAGE) -> Path:
         path = self.work / f"inventory-{test_arg}-{sha256[:6]}.py"
-        return sandbox.write_inventory(path, [self.host], "sandbox", overrides(test_arg, sha256, patch))
+        return sandbox.write_inventory(path, [self.host], "sandbox", overrides(test_arg, sha256, patch, base_image))
 
     def sh(self, command: str) -> str:
         proc = exec_in(self.host, command, timeout=300)
@@ -222,3 +230,27 @@ def test_a_patch_that_does_not_fit_fails_the_build_naming_file_and_hunk(sandbox,
     plan = build_plan(load_profile("sandbox", overrides("four", CONFLICT_SHA256, "conflict.patch")))
     assert plan is not None and built.image_id(plan.tag) == ""
     assert "does not match" in built.sh(f"cat {plan.log_path}")
+
+
+def test_a_build_stopped_by_ctrl_c_or_sigkill_tags_nothing_and_the_next_run_builds(sandbox, built: ImageHost) -> None:
+    # Issue: the controller goes away mid-build (Ctrl-C, a laptop losing Wi-Fi). The build runs on a terminal,
+    # so the hang-up ends its docker client and the daemon cancels it: no tag on an unfinished image. A base
+    # image whose ONBUILD step sleeps keeps the build under way long enough to be caught in the middle.
+    built.sh(f"printf 'FROM {BASE_IMAGE}\\nONBUILD RUN sleep {SLOW_STEP_S}\\n' | docker build -q -t {SLOW_BASE} -")
+    inventory = built.inventory(sandbox, "interrupted", base_image=SLOW_BASE)
+    tag = tag_for("interrupted", base_image=SLOW_BASE)
+    for number, sig in enumerate((signal.SIGINT, signal.SIGKILL)):
+        interrupt_when(inventory, IMAGES_DEPLOY, built.work / f"interrupted-{number}.log",
+                       lambda: bool(processes(built.host, f"sleep {SLOW_STEP_S}")), sig)
+        deadline = time.monotonic() + 60
+        while processes(built.host, f"sleep {SLOW_STEP_S}"):  # the daemon cancels the build step
+            assert time.monotonic() < deadline, f"the build went on without its controller ({sig.name})"
+            time.sleep(0.5)
+        assert built.image_id(tag) == "", f"an unfinished build was tagged after {sig.name}"
+
+    again = run_pyinfra(inventory, IMAGES_DEPLOY)
+    assert "taking over the deploy lock held by" in again.stdout + again.stderr
+    assert built.image_id(tag) and "TEST_ARG=interrupted" in built.sh(f"docker run --rm {tag} cat "
+                                                                       "/etc/rigforge-build-args")
+    assert exec_in(built.host, f"test -e {LOCK_PATH}").returncode != 0
+    assert_no_changes(inventory, IMAGES_DEPLOY)

@@ -13,19 +13,16 @@ one host and run in order:
 3. Ctrl-C while the engine unit restarts with a new flag: the next run finds the service running with
    its current inputs and changes nothing more.
 
-Each ends with a dry run that plans no change and no lock on the host. (The image build, deploys/images.py,
-is made safe the same way — its build runs on a terminal and is tagged only when it succeeds — but it is
-not interrupted here: test_images_build.py's Docker-in-host setup would add minutes.)
+Each ends with a dry run that plans no change and no lock on the host. The fourth point, Ctrl-C and SIGKILL
+in the middle of the engine image build, is in test_images_build.py, whose host has its own Docker engine.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +36,8 @@ from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
-from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, pyinfra_command, run_pyinfra
+from tests.e2e.interrupt import interrupt_when, processes
+from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 from tests.e2e.serve_helpers import ask_capital_of_france, service_show
 
 DEPLOY = "deploys/serve.py"
@@ -68,28 +66,6 @@ def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
               tmp)
 
 
-def interrupt_when(inventory: Path, log: Path, ready: Callable[[], bool], sig: signal.Signals,
-                   timeout_s: float = 600) -> None:
-    """Run the deploy in the background and send ``sig`` to it once ``ready()`` says the step is under way."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    with log.open("w") as out:  # a file: a full pipe would stall pyinfra
-        run = subprocess.Popen(pyinfra_command(inventory, DEPLOY), cwd=REPO_ROOT, env=env, stdout=out,
-                               stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert run.poll() is None, f"the deploy ended before the step under test:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"the step under test never started:\n{log.read_text()[-3000:]}"
-            time.sleep(0.3)
-        run.send_signal(sig)
-        # pyinfra answers Ctrl-C with "Exiting upon user request!" and status 0; only its ending is asserted.
-        run.wait(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-
-
 def converged(rig: Rig, inventory: Path) -> None:
     """No lock left, the service healthy and answering, and a dry run that plans nothing."""
     assert exec_in(rig.host, f"test -e {LOCK_PATH}").returncode != 0
@@ -97,12 +73,6 @@ def converged(rig: Rig, inventory: Path) -> None:
                                                                       "UnitFileState": "enabled"}
     assert ask_capital_of_france(rig.host, BASE_URL, PROFILE.engine.served_model_name)["text"].startswith(" Paris")
     assert_no_changes(inventory, DEPLOY)
-
-
-def processes(host: SandboxHost, command: str) -> str:
-    """The host's processes whose command line contains ``command`` (pgrep's own shell excluded)."""
-    pattern = f"[{command[0]}]{command[1:]}"  # a regex that does not match its own text
-    return exec_in(host, f"pgrep -af '{pattern}' || true").stdout.strip()
 
 
 def test_ctrl_c_in_the_weights_upload(rig: Rig) -> None:
@@ -113,7 +83,7 @@ def test_ctrl_c_in_the_weights_upload(rig: Rig) -> None:
         size = exec_in(host, f"stat -c %s {part} 2>/dev/null").stdout.strip()
         return bool(size) and int(size) >= UPLOAD_CHUNK_BYTES
 
-    interrupt_when(rig.inventory, rig.tmp / "weights.log", upload_under_way, signal.SIGINT)
+    interrupt_when(rig.inventory, DEPLOY, rig.tmp / "weights.log", upload_under_way, signal.SIGINT)
     assert exec_in(host, f"test -e {MODEL_FILE}").returncode != 0  # never a final name on unverified bytes
     stored = int(exec_in(host, f"stat -c %s {part}").stdout)
 
@@ -134,7 +104,7 @@ def test_sigkill_in_the_engine_venv_install(rig: Rig) -> None:
     package = PROFILE.engine.native.package  # type: ignore[union-attr]
     # No marker: what an install cut short leaves, so this run rebuilds the venv (and pip downloads again).
     exec_in(host, f"rm -f {venv_marker(LLAMA_VENV)}")
-    interrupt_when(rig.inventory, rig.tmp / "venv.log",
+    interrupt_when(rig.inventory, DEPLOY, rig.tmp / "venv.log",
                    lambda: bool(processes(host, f"{LLAMA_VENV}/bin/pip install")), signal.SIGKILL)
     deadline = time.monotonic() + 30
     while leftover := processes(host, f"{LLAMA_VENV}/bin/pip"):
@@ -155,7 +125,7 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
     before = service_show(host, "InvocationID")["InvocationID"]
     changed = rig.sandbox.write_inventory(rig.tmp / "batch.py", [host], "sandbox",
                                           {**rig.overrides, "engine": {"flags": {"--batch-size": 256}}})
-    interrupt_when(changed, rig.tmp / "restart.log",
+    interrupt_when(changed, DEPLOY, rig.tmp / "restart.log",
                    lambda: bool(processes(host, "rigforge-wait-healthy")), signal.SIGINT)
 
     again = run_pyinfra(changed, DEPLOY)

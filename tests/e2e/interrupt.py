@@ -1,0 +1,42 @@
+"""Stop the controller in the middle of a step: run a deploy in the background, watch the host until the
+step is under way (a file, a process; never a timer), then send the signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rigforge.sandbox import SandboxHost, exec_in
+from tests.e2e.pyinfra_run import REPO_ROOT, pyinfra_command
+
+
+def interrupt_when(inventory: Path, deploy: str, log: Path, ready: Callable[[], bool], sig: signal.Signals,
+                   timeout_s: float = 600) -> None:
+    """Run ``deploy`` in the background and send ``sig`` to it once ``ready()`` says the step is under way."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with log.open("w") as out:  # a file: a full pipe would stall pyinfra
+        run = subprocess.Popen(pyinfra_command(inventory, deploy), cwd=REPO_ROOT, env=env, stdout=out,
+                               stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert run.poll() is None, f"the deploy ended before the step under test:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the step under test never started:\n{log.read_text()[-3000:]}"
+            time.sleep(0.3)
+        run.send_signal(sig)
+        # pyinfra answers Ctrl-C with "Exiting upon user request!" and status 0; only its ending is asserted.
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+def processes(host: SandboxHost, command: str) -> str:
+    """The host's processes whose command line contains ``command`` (pgrep's own shell excluded)."""
+    pattern = f"[{command[0]}]{command[1:]}"  # a regex that does not match its own text
+    return exec_in(host, f"pgrep -af '{pattern}' || true").stdout.strip()
