@@ -95,10 +95,6 @@ def apply_driver(version: str | None = None) -> DriverChanges:
     platform = host_platform()
     rendered = render_driver_files(profile, platform)
     packages = driver_packages(driver.flavor)
-    # DKMS builds the open kernel module against these: the running kernel's and the next boot's.
-    headers = kernel_headers(host.get_fact(NvidiaModuleKernels))
-    if headers:
-        apt.packages(name="Install the headers of the kernels that need the NVIDIA module", packages=headers)
     key = nvidia_apt.signing_key(name="Install NVIDIA's repository key", key_url=platform.fill(driver.repo.key_url),
                                  keyring=KEYRING, fingerprint=driver.repo.key_fingerprint)
     sources = managed_file(name=f"Add NVIDIA's CUDA repository ({platform.distro}/{platform.arch})",
@@ -106,6 +102,12 @@ def apply_driver(version: str | None = None) -> DriverChanges:
     managed_file(name=f"Pin the NVIDIA driver at {driver.version}", dest=PIN_FILE, content=rendered[PIN_FILE])
     refresh = follow_up(name="Refresh the package lists (repository changed)", commands=[APT_UPDATE],
                         triggers=[key, sources], what="apt-get update")
+    # DKMS builds the open kernel module against these (the running kernel's and the next boot's), so they
+    # come before the driver, whose install builds it.
+    headers = kernel_headers(host.get_fact(NvidiaModuleKernels))
+    if headers:
+        apt.packages(name="Install the headers of the kernels that need the NVIDIA module", packages=headers,
+                     refreshed_by=[refresh])
     install = nvidia_apt.install_driver(name=f"Install the NVIDIA {driver.flavor} driver {driver.version}",
                                         packages=packages, version=driver.version, refreshed_by=[refresh])
     nvidia_apt.hold_at_version(name=f"{'Hold' if driver.hold else 'Release'} the driver packages at "

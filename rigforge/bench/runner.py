@@ -137,7 +137,7 @@ def failed_check_names(probes: list[sanity.CheckResult], cells: list[dict[str, A
     for cell in cells:
         where = f"C={cell['concurrency']},in={cell['input_tokens']}"
         names += [f"{where}:{check['name']}" for check in cell["failed_checks"]]
-    return names
+    return list(dict.fromkeys(names))  # a check failed by several repeats is named once
 
 
 def summary_line(result: dict[str, Any], out_path: str) -> str:

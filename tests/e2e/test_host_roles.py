@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from conftest import Sandbox
 
 HOST_DEPLOY = "deploys/host.py"
-DRIVER_UPDATE = "deploys/driver_update.py"
 PROFILE = "2x-pix"
 OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 VERIFY_MODULES = [f"tests/verify/test_{name}.py" for name in ("driver", "cuda", "boot", "modprobe", "tuning", "nccl")]
@@ -196,8 +195,10 @@ def test_driver_upgrade_rehold_pending_reboot_and_one_reboot(rig: Rig) -> None:
     rig.require("nccl")
     inventory = _upgraded(rig)
     token = boot_token(rig.host)
-    # Reboots forbidden: the upgrade happens, the deploy fails and says why a reboot is required.
-    refused = rig.run(inventory, DRIVER_UPDATE, "--data", "allow_reboot=false", check=False)
+    # Reboots forbidden: the upgrade happens, the deploy fails and says why a reboot is required. (The host
+    # layer upgrades the driver the profile names; deploys/driver_update.py, which also benches the engine
+    # before and after, is test_driver_rollout.py's.)
+    refused = rig.run(inventory, HOST_DEPLOY, "--data", "allow_reboot=false", check=False)
     assert refused.returncode != 0 and boot_token(rig.host) == token
     log = ANSI.sub("", refused.stderr)
     assert (f"reboot required because the NVIDIA driver package ({NEW_DRIVER}) changed; NVIDIA driver {NEW_DRIVER} "
@@ -208,7 +209,7 @@ def test_driver_upgrade_rehold_pending_reboot_and_one_reboot(rig: Rig) -> None:
         "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-open", "nvidia-persistenced")]
 
     # Reboots allowed: the pending reboot (remembered in /run) happens once; the new driver loads.
-    result = rig.run(inventory, DRIVER_UPDATE)
+    result = rig.run(inventory)
     assert boot_token(rig.host) != token and _reboots(result) == 1
     assert _op(result, "Install the NVIDIA open driver")["no_change"] == [rig.host.name]
     assert f"DRIVER version      : {NEW_DRIVER}" in rig.sh("nvidia-smi --version")
