@@ -5,8 +5,9 @@ Modelled on how Debian and Ubuntu behave, because that behaviour is what rigforg
 and fix are about:
 
 - ``linux-image-<K>``: ``/boot/vmlinuz-<K>`` (an empty file) and ``/lib/modules/<K>``; its postinst runs
-  DKMS's kernel hook and ``zz-update-grub`` as the real one does through /etc/kernel/postinst.d (the
-  initramfs hook is left out: there are no modules to pack). The hook builds nothing without headers,
+  DKMS's kernel hook and update-grub, as the real one does through /etc/kernel/postinst.d (whose
+  zz-update-grub skips containers, which the sandbox host is; the initramfs hook is left out: there are
+  no modules to pack). The hook builds nothing without headers,
   which is the real failure: a kernel upgraded alone boots without the NVIDIA module.
 - ``linux-headers-<K>``: ``/usr/src/linux-headers-<K>`` and the ``/lib/modules/<K>/build`` link; its
   postinst runs /etc/kernel/header_postinst.d, where DKMS builds the module.
@@ -143,5 +144,6 @@ def kernel_debs(build_deb: BuildDeb, work: Path, out_dir: Path, arch: str, note:
         f"/lib/modules/{UPDATE_KERNEL}/modules.order": ("", 0o644),
     }, postinst=(f"depmod {UPDATE_KERNEL}\n"
                  f"[ ! -x /etc/kernel/postinst.d/dkms ] || /etc/kernel/postinst.d/dkms {UPDATE_KERNEL} {image}\n"
-                 f"/etc/kernel/postinst.d/zz-update-grub {UPDATE_KERNEL} {image}")))
+                 # What /etc/kernel/postinst.d/zz-update-grub does on real hardware; it skips containers.
+                 "[ ! -e /boot/grub/grub.cfg ] || update-grub 2>/dev/null")))
     return debs
