@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,6 +80,18 @@ class Fleet:
                               env=env, capture_output=True, text=True, timeout=2400, check=False)
 
 
+def _unthrottle(host: SandboxHost) -> None:
+    docker("update", "--cpus", str(os.cpu_count() or 1), host.container)  # every CPU again
+
+
+def _unthrottle_once_regressed(fleet: Fleet, host: SandboxHost, stop: threading.Event) -> None:
+    """Give ``host`` its CPUs back as soon as its update record says regression (or when told to stop)."""
+    while not stop.wait(1.0):
+        if any(record.verdict == "regression" for record in records_since(fleet.results, host.name, "0")):
+            _unthrottle(host)
+            return
+
+
 def _overrides(repo_overrides: dict, version: str) -> dict:
     driver = {**repo_overrides["driver"], "version": version, "flavor": "open", "hold": True}
     return {"gpus": STANDIN_GPUS, "driver": driver, "bench": SANDBOX_BENCH}
@@ -113,10 +126,17 @@ def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) ->
         run_pyinfra(fleet.old, "deploys/bench.py", "--limit", slow.name)
     docker("update", "--cpus", THROTTLED_CPUS, slow.container)
     started = "0"
+    # Once its regression is judged, the rig gets every CPU back, as a rig whose slowdown was the driver's
+    # would: the rollback's own bench then measures the old driver at full speed.
+    judged = threading.Event()
+    watcher = threading.Thread(target=_unthrottle_once_regressed, args=(fleet, slow, judged), daemon=True)
+    watcher.start()
     try:
         run = fleet.rollout("--data", "on_regression=rollback")
     finally:
-        docker("update", "--cpus", str(os.cpu_count() or 1), slow.container)  # every CPU again
+        judged.set()
+        watcher.join()
+        _unthrottle(slow)
     output = run.stdout + run.stderr
 
     assert run.returncode == 1, output[-6000:]
@@ -129,6 +149,7 @@ def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) ->
     update, rollback = records_since(fleet.results, slow.name, started)[-2:]
     assert (update.verdict, update.driver_after, rollback.rollback) == ("regression", NEW_DRIVER, True)
     assert update.decode_after < update.decode_before  # measured, not asserted as a speed
+    assert rollback.decode_after is not None and rollback.decode_after > update.decode_after
     assert (Path(update.after) / "comparison.md").is_file() and (Path(update.after) / "comparison.png").is_file()
     assert not records_since(fleet.results, last.name, started)  # the third rig was never benched
     fleet.done.append("regression")

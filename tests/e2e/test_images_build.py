@@ -39,7 +39,8 @@ CONFLICT_SHA256 = hashlib.sha256(CONFLICT.encode()).hexdigest()
 PATCH_PORT = 8766
 BASE_IMAGE = "rigforge-test/base:1"
 SLOW_BASE = "rigforge-test/base:slow"
-SLOW_STEP_S = 45
+SLOW_STEP_S = 30
+SLOW_STEP = "rigforge-slow-build-step"  # the slow step's argv marker (the minimal base has no sleep)
 VOLUME = "rigforge-jit-cache"
 IMAGES_DEPLOY = "deploys/images.py"
 CONTAINER_DEPLOY = "from roles import base, container\n\nbase.apply_base()\ncontainer.apply_container()\n"
@@ -236,14 +237,18 @@ def test_a_build_stopped_by_ctrl_c_or_sigkill_tags_nothing_and_the_next_run_buil
     # Issue: the controller goes away mid-build (Ctrl-C, a laptop losing Wi-Fi). The build runs on a terminal,
     # so the hang-up ends its docker client and the daemon cancels it: no tag on an unfinished image. A base
     # image whose ONBUILD step sleeps keeps the build under way long enough to be caught in the middle.
-    built.sh(f"printf 'FROM {BASE_IMAGE}\\nONBUILD RUN sleep {SLOW_STEP_S}\\n' | docker build -q -t {SLOW_BASE} -")
+    (built.work / "slow").mkdir(exist_ok=True)
+    (built.work / "slow" / "Dockerfile").write_text(
+        f'FROM {BASE_IMAGE}\nONBUILD RUN ["python3", "-c", "import time; time.sleep({SLOW_STEP_S})", "{SLOW_STEP}"]\n')
+    docker("cp", str(built.work / "slow"), f"{built.host.container}:/tmp/slow")
+    built.sh(f"docker build -q -t {SLOW_BASE} /tmp/slow")
     inventory = built.inventory(sandbox, "interrupted", base_image=SLOW_BASE)
     tag = tag_for("interrupted", base_image=SLOW_BASE)
     for number, sig in enumerate((signal.SIGINT, signal.SIGKILL)):
         interrupt_when(inventory, IMAGES_DEPLOY, built.work / f"interrupted-{number}.log",
-                       lambda: bool(processes(built.host, f"sleep {SLOW_STEP_S}")), sig)
+                       lambda: bool(processes(built.host, SLOW_STEP)), sig)
         deadline = time.monotonic() + 60
-        while processes(built.host, f"sleep {SLOW_STEP_S}"):  # the daemon cancels the build step
+        while processes(built.host, SLOW_STEP):  # the daemon cancels the build step
             assert time.monotonic() < deadline, f"the build went on without its controller ({sig.name})"
             time.sleep(0.5)
         assert built.image_id(tag) == "", f"an unfinished build was tagged after {sig.name}"
