@@ -15,8 +15,9 @@ from tests.e2e.pyinfra_run import REPO_ROOT, pyinfra_command
 
 
 def interrupt_when(inventory: Path, deploy: str, log: Path, ready: Callable[[], bool], sig: signal.Signals,
-                   timeout_s: float = 600) -> None:
-    """Run ``deploy`` in the background and send ``sig`` to it once ``ready()`` says the step is under way."""
+                   timeout_s: float = 600, exit_timeout_s: float = 60) -> None:
+    """Run ``deploy`` in the background and send ``sig`` to it once ``ready()`` says the step is under way;
+    wait up to ``exit_timeout_s`` for it to end (after Ctrl-C pyinfra first finishes the command under way)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with log.open("w") as out:  # a file: a full pipe would stall pyinfra
         run = subprocess.Popen(pyinfra_command(inventory, deploy), cwd=REPO_ROOT, env=env, stdout=out,
@@ -29,7 +30,7 @@ def interrupt_when(inventory: Path, deploy: str, log: Path, ready: Callable[[], 
             time.sleep(0.3)
         run.send_signal(sig)
         # pyinfra answers Ctrl-C with "Exiting upon user request!" and status 0; only its ending is asserted.
-        run.wait(timeout=60)
+        run.wait(timeout=exit_timeout_s)
     finally:
         if run.poll() is None:
             run.kill()

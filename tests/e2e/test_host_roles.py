@@ -236,9 +236,9 @@ def test_a_kernel_update_without_headers_is_caught_and_fixed_without_a_reboot(ri
     assert f"{UPDATE_KERNEL} (next boot, GRUB default '0'): no nvidia module" in verify.stdout and fix in verify.stdout
 
     plan = run_pyinfra(inventory, HOST_DEPLOY, dry=True)
-    assert sorted(changed_ops(plan)) == sorted([
-        "Install the headers of the kernels that need the NVIDIA module",
-        f"Build the NVIDIA {NEW_DRIVER} module for the running and next-boot kernels"]), changed_ops(plan)
+    assert sorted(changed_ops(plan)) == [
+        f"Host layer | NVIDIA driver | Build the NVIDIA {NEW_DRIVER} module for the running and next-boot kernels",
+        "Host layer | NVIDIA driver | Install the headers of the kernels that need the NVIDIA module"]
     token = boot_token(rig.host)
     result = rig.run(inventory)
     assert boot_token(rig.host) == token and _reboots(result) == 0  # the running kernel was never affected

@@ -39,7 +39,7 @@ CONFLICT_SHA256 = hashlib.sha256(CONFLICT.encode()).hexdigest()
 PATCH_PORT = 8766
 BASE_IMAGE = "rigforge-test/base:1"
 SLOW_BASE = "rigforge-test/base:slow"
-SLOW_STEP_S = 30
+SLOW_STEP_S = 40
 SLOW_STEP = "rigforge-slow-build-step"  # the slow step's argv marker (the minimal base has no sleep)
 VOLUME = "rigforge-jit-cache"
 IMAGES_DEPLOY = "deploys/images.py"
@@ -233,29 +233,45 @@ def test_a_patch_that_does_not_fit_fails_the_build_naming_file_and_hunk(sandbox,
     assert "does not match" in built.sh(f"cat {plan.log_path}")
 
 
-def test_a_build_stopped_by_ctrl_c_or_sigkill_tags_nothing_and_the_next_run_builds(sandbox, built: ImageHost) -> None:
-    # Issue: the controller goes away mid-build (Ctrl-C, a laptop losing Wi-Fi). The build runs on a terminal,
-    # so the hang-up ends its docker client and the daemon cancels it: no tag on an unfinished image. A base
-    # image whose ONBUILD step sleeps keeps the build under way long enough to be caught in the middle.
-    (built.work / "slow").mkdir(exist_ok=True)
-    (built.work / "slow" / "Dockerfile").write_text(
-        f'FROM {BASE_IMAGE}\nONBUILD RUN ["python3", "-c", "import time; time.sleep({SLOW_STEP_S})", "{SLOW_STEP}"]\n')
-    docker("cp", str(built.work / "slow"), f"{built.host.container}:/tmp/slow")
-    built.sh(f"docker build -q -t {SLOW_BASE} /tmp/slow")
-    inventory = built.inventory(sandbox, "interrupted", base_image=SLOW_BASE)
-    tag = tag_for("interrupted", base_image=SLOW_BASE)
-    for number, sig in enumerate((signal.SIGINT, signal.SIGKILL)):
-        interrupt_when(inventory, IMAGES_DEPLOY, built.work / f"interrupted-{number}.log",
-                       lambda: bool(processes(built.host, SLOW_STEP)), sig)
-        deadline = time.monotonic() + 60
-        while processes(built.host, SLOW_STEP):  # the daemon cancels the build step
-            assert time.monotonic() < deadline, f"the build went on without its controller ({sig.name})"
-            time.sleep(0.5)
-        assert built.image_id(tag) == "", f"an unfinished build was tagged after {sig.name}"
+def _slow_base(built: ImageHost, case: str) -> str:
+    """A base image whose ONBUILD step sleeps (one per case: a cached step would not run again)."""
+    base = f"{SLOW_BASE}-{case}"
+    folder = built.work / f"slow-{case}"
+    folder.mkdir(exist_ok=True)
+    (folder / "Dockerfile").write_text(f'FROM {BASE_IMAGE}\nONBUILD RUN ["python3", "-c", '
+                                       f'"import time; time.sleep({SLOW_STEP_S})", "{SLOW_STEP}", "{case}"]\n')
+    docker("cp", str(folder), f"{built.host.container}:/tmp/slow-{case}")
+    built.sh(f"docker build -q -t {base} /tmp/slow-{case}")
+    return base
 
-    again = run_pyinfra(inventory, IMAGES_DEPLOY)
+
+def test_a_build_stopped_by_ctrl_c_finishes_whole_and_by_sigkill_tags_nothing(sandbox, built: ImageHost) -> None:
+    # The controller goes away mid-build. Ctrl-C: pyinfra lets the command under way finish before it exits
+    # ("Exiting upon user request!"), so the build completes and its tag names a whole image. SIGKILL (or a
+    # dropped connection): the build runs on a terminal, so the hang-up ends its docker client and the daemon
+    # cancels the build: nothing is tagged. Either way the next run converges. A base image whose ONBUILD step
+    # sleeps keeps the build under way long enough to be caught in the middle.
+    def slow_step_runs() -> bool:
+        return bool(processes(built.host, SLOW_STEP))
+
+    base = _slow_base(built, "ctrl-c")
+    ctrl_c = built.inventory(sandbox, "ctrl-c", base_image=base)
+    interrupt_when(ctrl_c, IMAGES_DEPLOY, built.work / "ctrl-c.log", slow_step_runs, signal.SIGINT,
+                   exit_timeout_s=SLOW_STEP_S + 240)
+    assert "Successfully tagged" in (built.work / "ctrl-c.log").read_text()
+    assert "TEST_ARG=ctrl-c" in built.sh(f"docker run --rm {tag_for('ctrl-c', base)} cat /etc/rigforge-build-args")
+
+    base = _slow_base(built, "killed")
+    killed = built.inventory(sandbox, "killed", base_image=base)
+    interrupt_when(killed, IMAGES_DEPLOY, built.work / "killed.log", slow_step_runs, signal.SIGKILL)
+    deadline = time.monotonic() + SLOW_STEP_S / 2
+    while slow_step_runs():  # cancelled, not left to finish its sleep
+        assert time.monotonic() < deadline, "the build went on without its controller"
+        time.sleep(0.5)
+    assert built.image_id(tag_for("killed", base)) == "", "an unfinished build was tagged"
+
+    again = run_pyinfra(killed, IMAGES_DEPLOY)
     assert "taking over the deploy lock held by" in again.stdout + again.stderr
-    assert built.image_id(tag) and "TEST_ARG=interrupted" in built.sh(f"docker run --rm {tag} cat "
-                                                                       "/etc/rigforge-build-args")
+    assert "TEST_ARG=killed" in built.sh(f"docker run --rm {tag_for('killed', base)} cat /etc/rigforge-build-args")
     assert exec_in(built.host, f"test -e {LOCK_PATH}").returncode != 0
-    assert_no_changes(inventory, IMAGES_DEPLOY)
+    assert_no_changes(killed, IMAGES_DEPLOY)
