@@ -4,7 +4,7 @@ Bench (or a recent baseline) → drain → driver (and CUDA) → kernel-module c
 engine image and service, healthy → bench with the same workload → comparison and verdict, kept under
 ``results/<host>/``. The driver before the update is recorded in /etc/rigforge/driver-previous. A rig on
 its target already plans nothing. See roles/driver_update.py; for a fleet, one rig at a time, use
-``python -m rigforge.rollout``.
+``python -m rigforge.updates.rollout``.
 
     pyinfra inventory/rig2x.py deploys/driver_update.py --dry                        # what would change
     pyinfra inventory/rig2x.py deploys/driver_update.py                              # update (one reboot)

@@ -8,7 +8,7 @@ in ``/etc/rigforge/driver-previous`` (atomically) → the driver role at the tar
 → the kernel-module check → one reboot → verify (in-process: installed, held and loaded at the
 target, persistenced running, no reboot left pending) → engine image and JIT cache (rebuilt only when
 an input changed) → the engine unit, healthy → ``undrain_command`` → bench with the same workload →
-comparison with the baseline → verdict, kept on the controller (``rigforge.update_record``).
+comparison with the baseline → verdict, kept on the controller (``rigforge.updates.record``).
 
 The target is the profile's ``driver.version``, or with ``--data rollback=true`` the version recorded
 before the last update. With ``--data on_regression=rollback`` a regression verdict rolls the rig back
@@ -42,7 +42,7 @@ from rigforge.operations.nvidia_apt import driver_packages, installed_driver_ver
 from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
-from rigforge.update_record import UpdateRecord, judge_update, recent_baseline
+from rigforge.updates.record import UpdateRecord, judge_update, recent_baseline
 from roles import bench, cuda, driver, images, service
 from roles.host import remember_reboot_triggers
 

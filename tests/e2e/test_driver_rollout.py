@@ -39,7 +39,7 @@ from rigforge.bench_plan import RESULTS_DIR_VARIABLE
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma
-from rigforge.update_record import records_since
+from rigforge.updates.record import records_since
 from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class Fleet:
     def rollout(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, RESULTS_DIR_VARIABLE: str(self.results),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-        return subprocess.run([sys.executable, "-m", "rigforge.rollout", str(self.new), *args], cwd=REPO_ROOT,
+        return subprocess.run([sys.executable, "-m", "rigforge.updates.rollout", str(self.new), *args], cwd=REPO_ROOT,
                               env=env, capture_output=True, text=True, timeout=2400, check=False)
 
 

@@ -7,8 +7,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from rigforge.profile.loader import load_profile
-from rigforge.rollout import FleetRow, batches, inventory_hosts, render_table, row_for
-from rigforge.update_record import (
+from rigforge.updates.record import (
     UpdateRecord,
     headline_decode,
     profile_workload,
@@ -16,6 +15,7 @@ from rigforge.update_record import (
     records_since,
     write_record,
 )
+from rigforge.updates.rollout import FleetRow, batches, inventory_hosts, render_table, row_for
 
 NOW = datetime(2026, 11, 23, 4, 0, tzinfo=timezone.utc)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rigforge.history import find_results, last_before, last_before_driver_change, load_result
+from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
 
 __all__ = [
     "METRICS", "Cell", "Comparison", "Metric", "RegressionPolicy", "Tolerance",
@@ -187,12 +187,12 @@ class Comparison:
         return f"{self.verdict}: " + (cell.describe() if cell else "no cells to compare")
 
     def render_markdown(self) -> str:
-        from rigforge.compare_render import render_markdown
+        from rigforge.updates.compare_render import render_markdown
 
         return render_markdown(self)
 
     def render_plot(self, png: Path) -> Path:
-        from rigforge.compare_render import render_plot
+        from rigforge.updates.compare_render import render_plot
 
         return render_plot(self, png)
 
@@ -300,6 +300,6 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: Regress
 if __name__ == "__main__":
     import sys
 
-    from rigforge.compare_cli import main
+    from rigforge.updates.compare_cli import main
 
     sys.exit(main())

@@ -1,9 +1,9 @@
-"""``python -m rigforge.compare``: compare two bench results, print the table, write a PNG.
+"""``python -m rigforge.updates.compare``: compare two bench results, print the table, write a PNG.
 
 Usage::
 
-    python -m rigforge.compare results/rig2x-a/20261122T031455Z results/rig2x-a/20261123T041000Z
-    python -m rigforge.compare --host rig2x-a [--results results]   # latest vs the last run on another driver
+    python -m rigforge.updates.compare results/rig2x-a/20261122T031455Z results/rig2x-a/20261123T041000Z
+    python -m rigforge.updates.compare --host rig2x-a [--results results]   # latest vs the last run on another driver
 
 Exit status: 0 pass or within noise, 1 regression, 2 bad input (one line on stderr).
 The tolerance comes from the profile the after-result was measured with (``--profile`` overrides).
@@ -16,12 +16,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rigforge.compare import RegressionPolicy, compare
-from rigforge.history import last_before_driver_change, load_result
+from rigforge.updates.compare import RegressionPolicy, compare
+from rigforge.updates.history import last_before_driver_change, load_result
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m rigforge.compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rigforge.updates.compare", description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", type=Path, help="BEFORE and AFTER run directories (or result.json)")
     parser.add_argument("--host", help="compare this host's latest run with its last run on another driver")
     parser.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ProfileError(f"{after_run}: result names no profile; pass --profile")
         policy = RegressionPolicy.from_profile(load_profile(profile_name))
     except (FileNotFoundError, ValueError, ProfileError) as exc:
-        print(f"rigforge.compare: {exc}", file=sys.stderr)
+        print(f"rigforge.updates.compare: {exc}", file=sys.stderr)
         return 2
     comparison = compare(before, after, policy)
     print(f"before: {before_run}\nafter:  {after_run}\n")

@@ -1,8 +1,8 @@
 """A driver update's evidence on the controller: which bench was the baseline, which came after, the
-comparison (``rigforge.compare``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
+comparison (``rigforge.updates.compare``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
 beside the run folders, with ``comparison.md`` and ``comparison.png`` in the after-bench's folder.
 
-The rollout (``python -m rigforge.rollout``) reads these records to build its fleet table.
+The rollout (``python -m rigforge.updates.rollout``) reads these records to build its fleet table.
 
 Example::
 
@@ -20,8 +20,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rigforge.history import find_results, load_result
 from rigforge.profile import Profile
+from rigforge.updates.history import find_results, load_result
 
 UPDATES_DIR = "updates"
 #: The workload of a bench run: results that differ in any of these are not comparable.
@@ -111,7 +111,7 @@ def recent_baseline(root: Path, host: str, profile: Profile, installed: str | No
 def headline_decode(result: dict[str, Any]) -> float | None:
     """Decode tok/s per user of the lowest-concurrency, shortest-prompt cell, as the comparison reads it
     (median over the cell's repeats): the fleet table's number."""
-    from rigforge.compare import METRICS, cell_value
+    from rigforge.updates.compare import METRICS, cell_value
 
     cells = [cell for cell in result.get("cells") or [] if cell.get("metrics")]
     if not cells:
@@ -130,7 +130,7 @@ def judge_update(root: Path, host: str, profile: Profile, driver_before: str | N
       given), the newest is the after-bench
     + baseline: a recent result reused as the baseline
     """
-    from rigforge.compare import RegressionPolicy, compare
+    from rigforge.updates.compare import RegressionPolicy, compare
 
     runs = [run for run in find_results(root, host) if run.name >= started]
     if not runs or (baseline is None and len(runs) < 2):

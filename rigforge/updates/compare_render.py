@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rigforge.compare import Comparison
+    from rigforge.updates.compare import Comparison
 
 DASH = "–"
 VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "image", "engine_package", "model_revision",
@@ -53,7 +53,7 @@ def render_plot(comparison: Comparison, png: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # Agg: no display needed on the controller
     from matplotlib.figure import Figure
 
-    from rigforge.compare import METRICS
+    from rigforge.updates.compare import METRICS
 
     figure = Figure(figsize=(13, 7), dpi=100)
     FigureCanvasAgg(figure)

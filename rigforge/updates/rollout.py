@@ -1,14 +1,14 @@
 """Roll a driver update through a fleet, N rigs at a time, stopping at the first rig that fails.
 
-    python -m rigforge.rollout inventory/rig2x.py                    # one rig at a time
-    python -m rigforge.rollout inventory/rig2x.py --batch 2          # two at a time
-    python -m rigforge.rollout inventory/rig2x.py --data on_regression=rollback
+    python -m rigforge.updates.rollout inventory/rig2x.py                    # one rig at a time
+    python -m rigforge.updates.rollout inventory/rig2x.py --batch 2          # two at a time
+    python -m rigforge.updates.rollout inventory/rig2x.py --data on_regression=rollback
 
 pyinfra runs a deploy on all its hosts operation by operation (``--serial`` too: one operation on each
 host in turn), so it has no "whole deploy on these rigs, then the next ones". This controller runs
 ``pyinfra -y INVENTORY deploys/driver_update.py --limit <batch>`` per batch, in inventory order. A batch
 fails when pyinfra exits non-zero (a verify, a bench or a comparison failed: the deploy says which) or a
-host's update record (``rigforge.update_record``) says ``regression``; the rollout then stops, the
+host's update record (``rigforge.updates.record``) says ``regression``; the rollout then stops, the
 rigs after it are not touched, and the table says so. It ends with one table for the fleet.
 
 A rig already on its target plans nothing, so a second rollout changes nothing and reboots nothing.
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rigforge.bench_plan import results_root, run_stamp
-from rigforge.update_record import UpdateRecord, records_since
+from rigforge.updates.record import UpdateRecord, records_since
 
 DEPLOY = "deploys/driver_update.py"
 
@@ -131,7 +131,7 @@ def rollout(inventory: Path, batch: int, data: list[str], deploy: str = DEPLOY) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rigforge.rollout", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rigforge.updates.rollout", description=__doc__.splitlines()[0])
     parser.add_argument("inventory", type=Path, help="pyinfra inventory file (e.g. inventory/rig2x.py)")
     parser.add_argument("--batch", type=int, default=1, help="rigs updated at a time (default 1)")
     parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
