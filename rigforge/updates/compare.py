@@ -201,7 +201,8 @@ def _num(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
-def _ok_cells(result: Mapping[str, Any]) -> dict[tuple[int, int], Mapping[str, Any]]:
+def _cells_by_key(result: Mapping[str, Any]) -> dict[tuple[int, int], Mapping[str, Any]]:
+    """Every cell of a result, ok or failed, by (concurrency, input tokens)."""
     return {(cell["concurrency"], cell["input_tokens"]): cell for cell in result.get("cells", [])}
 
 
@@ -288,7 +289,7 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: Regress
     + after: the result to judge
     + policy: ``RegressionPolicy.from_profile(profile)``
     """
-    cells_before, cells_after = _ok_cells(before), _ok_cells(after)
+    cells_before, cells_after = _cells_by_key(before), _cells_by_key(after)
     keys = sorted(set(cells_before) | set(cells_after))
     rows = tuple(
         compare_cell(key, cells_before.get(key), cells_after.get(key), metric, policy)
