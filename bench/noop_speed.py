@@ -1,0 +1,157 @@
+"""What a re-run costs on a converged rig: no-op wall time and remote commands, 1 host beside N (no asserting).
+
+Starts N sandbox hosts (its own state directory, its own host names), converges them, then times no-op runs
+interleaved so that the machine's load falls on every variant alike (median and spread of ``--repeats``):
+
+- ``full 1``: ``deploys/full.py --data bench=false`` on one host (the converged re-run a user makes most);
+- ``host 1`` and ``host N``: ``deploys/host.py`` on one host and on all N (does a fleet cost one host?).
+
+Then one ``-vv`` run per variant counts the remote commands each host got (pyinfra's ``>>>`` lines) and the
+controller's peak memory (pyinfra's own ``ru_maxrss``), and it prints the ratios side by side.
+
+    .venv/bin/python bench/noop_speed.py [--hosts 16] [--repeats 5] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from rigforge.sandbox import down, up  # noqa: E402
+from rigforge.sandbox.model import ensure_gemma  # noqa: E402
+from tests.e2e.conftest import inventory_source  # noqa: E402
+
+COMMAND_LINE = re.compile(r"^\[(?P<host>[^\]]+)\] >>> ", re.MULTILINE)
+
+
+@dataclass
+class Variant:
+    """One timed no-op: a deploy on an inventory, with the switches it runs with."""
+
+    label: str
+    inventory: Path
+    deploy: str
+    hosts: int
+    args: tuple[str, ...] = ()
+
+
+@dataclass
+class Run:
+    """What one pyinfra run took: wall seconds, exit status, the controller's peak memory, its output."""
+
+    seconds: float
+    returncode: int
+    max_rss_mib: float
+    output: str
+
+
+def pyinfra(inventory: Path, deploy: str, *args: str, verbose: bool = False) -> Run:
+    """Run ``pyinfra -y`` once from the repository root; the child's own rusage gives its peak memory."""
+    cmd = [sys.executable, "-m", "pyinfra", "-y", *(["-vv"] if verbose else []), str(inventory), deploy, *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with tempfile.TemporaryFile("w+") as output:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        output.seek(0)
+        return Run(seconds, proc.returncode, usage.ru_maxrss / 1024, output.read())
+
+
+def checked(run: Run, what: str) -> Run:
+    """Stop the measurement when a run failed: a failed run is no number."""
+    if run.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {run.returncode}):\n{run.output[-4000:]}")
+    return run
+
+
+def commands_per_host(output: str) -> dict[str, int]:
+    """Remote commands per host from a ``-vv`` run's output."""
+    counts: dict[str, int] = {}
+    for match in COMMAND_LINE.finditer(output):
+        counts[match["host"]] = counts.get(match["host"], 0) + 1
+    return counts
+
+
+def spread(values: list[float]) -> str:
+    """``median (min-max)`` in seconds."""
+    return f"{statistics.median(values):6.2f} s ({min(values):.2f}-{max(values):.2f})"
+
+
+def start_hosts(count: int, state_dir: Path) -> list[str]:
+    """Start ``count`` sandbox hosts named for this script, so that no other sandbox host is touched."""
+    names = [f"noop{i}-{os.getpid() % 10000}" for i in range(1, count + 1)]
+    print(f"starting {count} sandbox hosts in {state_dir}", flush=True)
+    up(names, state_dir)
+    return names
+
+
+def write_inventory(path: Path, state_dir: Path, names: list[str], model: Path) -> Path:
+    """An inventory of sandbox hosts with the sandbox profile, the model uploaded from this machine."""
+    path.write_text(inventory_source(state_dir, names, "sandbox", {"model": {"local_path": str(model)}}))
+    return path
+
+
+def main() -> int:
+    """Start, converge, time, count, print; remove the hosts unless --keep."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, default=16, help="hosts in the fleet variant")
+    parser.add_argument("--repeats", type=int, default=5, help="timed no-op runs per variant")
+    parser.add_argument("--keep", action="store_true", help="leave the hosts running afterwards")
+    args = parser.parse_args()
+    state_dir = REPO_ROOT / ".sandbox-noop-bench"
+    model = ensure_gemma(REPO_ROOT / ".cache" / "models")
+    names = start_hosts(args.hosts, state_dir)
+    try:
+        one = write_inventory(state_dir / "one.py", state_dir, names[:1], model)
+        fleet = write_inventory(state_dir / "fleet.py", state_dir, names, model)
+        started = time.perf_counter()
+        checked(pyinfra(one, "deploys/full.py", "--data", "bench=false"), "converging the first host (full.py)")
+        checked(pyinfra(fleet, "deploys/host.py"), f"converging {args.hosts} hosts (host.py)")
+        print(f"converged in {time.perf_counter() - started:.0f} s", flush=True)
+        variants = [
+            Variant("full 1", one, "deploys/full.py", 1, ("--data", "bench=false")),
+            Variant("host 1", one, "deploys/host.py", 1),
+            Variant(f"host {args.hosts}", fleet, "deploys/host.py", args.hosts),
+        ]
+        seconds: dict[str, list[float]] = {variant.label: [] for variant in variants}
+        for repeat in range(1, args.repeats + 1):
+            for variant in variants:
+                run = checked(pyinfra(variant.inventory, variant.deploy, *variant.args), variant.label)
+                seconds[variant.label].append(run.seconds)
+            print(f"repeat {repeat}/{args.repeats}: "
+                  + ", ".join(f"{label} {values[-1]:.2f} s" for label, values in seconds.items()), flush=True)
+        print()
+        print(f"no-op runs on converged sandbox hosts, {args.repeats} interleaved repeats, {os.cpu_count()} cores")
+        print(f"{'variant':<10} {'wall median (min-max)':<26} {'commands/host':>14} {'peak RSS':>10}")
+        for variant in variants:
+            counted = checked(pyinfra(variant.inventory, variant.deploy, *variant.args, verbose=True),
+                              f"{variant.label} -vv")
+            per_host = commands_per_host(counted.output)
+            commands = "/".join(str(n) for n in sorted(set(per_host.values()))) or "0"
+            print(f"{variant.label:<10} {spread(seconds[variant.label]):<26} {commands:>14} "
+                  f"{counted.max_rss_mib:7.0f} MiB")
+        fleet_label = variants[2].label
+        ratio = statistics.median(seconds[fleet_label]) / statistics.median(seconds["host 1"])
+        print(f"\n{fleet_label} / host 1 (median wall): {ratio:.2f}x")
+    finally:
+        if not args.keep:
+            down(names, state_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
