@@ -54,6 +54,7 @@ class StandInHub:
         self.token_sha256, self.rate = token_sha256, rate
         self.corrupt: set[str] = set()  # paths served with a flipped byte
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization), in memory only
+        self._digests: dict[tuple[str, int], tuple[str, str]] = {}  # (name, id of its bytes): (sha256, blob id)
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
 
     @property
@@ -66,13 +67,21 @@ class StandInHub:
                 return commit_id(revision), files
         raise KeyError(revision_or_commit)
 
+    def digests(self, name: str, data: bytes) -> tuple[str, str]:
+        """(sha256, git blob id) of a served file, computed once: a model file takes a second to hash."""
+        key = (name, id(data))
+        if key not in self._digests:
+            self._digests[key] = (hashlib.sha256(data).hexdigest(), git_blob_id(data))
+        return self._digests[key]
+
     def info(self, revision: str) -> dict:
         commit, files = self.files_at(revision)
         siblings = []
         for name, data in files.items():
-            sibling = {"rfilename": name, "size": len(data), "blobId": git_blob_id(data)}
+            sha256, blob_id = self.digests(name, data)
+            sibling = {"rfilename": name, "size": len(data), "blobId": blob_id}
             if name in self.lfs:
-                sibling["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 130}
+                sibling["lfs"] = {"sha256": sha256, "size": len(data), "pointerSize": 130}
             siblings.append(sibling)
         return {"id": self.repo, "modelId": self.repo, "sha": commit, "private": False,
                 "gated": "manual" if self.token_sha256 else False, "siblings": siblings}
@@ -118,7 +127,8 @@ class StandInHub:
 
             def _file(self, commit: str, files: dict[str, bytes], name: str, head_only: bool) -> None:
                 data = files[name]
-                etag = hashlib.sha256(data).hexdigest() if name in hub.lfs else git_blob_id(data)
+                sha256, blob_id = hub.digests(name, data)
+                etag = sha256 if name in hub.lfs else blob_id
                 if name in hub.corrupt:
                     data = data[:-1] + bytes([data[-1] ^ 0xFF])
                 headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
