@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyinfra_run import REPO_ROOT, PyinfraResult, run_pyinfra
@@ -112,8 +112,8 @@ class ProcessSampler:
 class CanaryRun:
     """One deploy with the canary: pyinfra's result, what the sampler and the search found, and where."""
 
-    canary: str
-    result: PyinfraResult
+    canary: str = field(repr=False)  # a failing assertion prints the run: never the token
+    result: PyinfraResult = field(repr=False)
     sampled: dict
     host: dict
     places: list[str]
