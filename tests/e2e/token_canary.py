@@ -119,12 +119,11 @@ class CanaryRun:
     places: list[str]
 
 
-def deploy_with_canary(host: SandboxHost, inventory: Path, canary: str, deploy: str = "deploys/full.py",
-                       *args: str) -> CanaryRun:
-    """Run ``HF_TOKEN=canary pyinfra -vvv --debug INVENTORY DEPLOY`` while sampling; search everywhere after."""
+def deploy_with_canary(host: SandboxHost, inventory: Path, canary: str) -> CanaryRun:
+    """``HF_TOKEN=canary pyinfra -vvv --debug INVENTORY deploys/full.py`` while sampling; then search everywhere."""
     since = time.time_ns()
     with ProcessSampler(host, canary) as sampler:
-        result = run_pyinfra(inventory, deploy, "-vvv", "--debug", *args, check=False, env={"HF_TOKEN": canary})
+        result = run_pyinfra(inventory, "deploys/full.py", "-vvv", "--debug", check=False, env={"HF_TOKEN": canary})
     found = search_host(host, canary)
     places = ([f"host process (sampled during the run) {hit['place']}: {hit['command']}"
                for hit in sampler.report["hits"]]
