@@ -211,6 +211,8 @@ def weights_from_hub(model: Model, tool: str, python: str, token_file: str):
                        "--revision", model.revision or "", "--token-file", token_file]
     for pattern in model.allow_patterns:
         args += ["--allow", pattern]
+    if model.hf_endpoint:
+        args += ["--endpoint", model.hf_endpoint.rstrip("/")]
     yield tool_command(python, tool, *args, transfer=True)
 
 
@@ -224,7 +226,8 @@ def secret_env_file(dest: str, variable: str, local_file: str | None = None):
     + local_file: a file on this machine holding the secret (first line), read instead of the environment
 
     The secret never appears in arguments, logs or diffs: it is read inside the operation and compared
-    by sha256. Without a secret here nothing is written (public repositories need none).
+    by sha256. Without a secret here nothing is written (public repositories need none), and the run says
+    so: a file left by an earlier run stays as it is, so a later run needs the secret only to change it.
 
     **Example:**
 
@@ -234,7 +237,10 @@ def secret_env_file(dest: str, variable: str, local_file: str | None = None):
     """
     secret = _read_secret(variable, local_file)
     if not secret:
-        host.noop(f"no {variable} given on this machine; {dest} left as it is")
+        # Said at the default verbosity (a noop line shows only with -v): a run without the secret must not
+        # look like one that checked it.
+        kept = "left as it is" if host.get_fact(File, path=dest) else "not written (public repositories need none)"
+        host.log(f"no {variable} given on this machine: {dest} {kept}")
         return
     content = f"{variable}={secret}\n"
     wanted = hashlib.sha256(content.encode()).hexdigest()

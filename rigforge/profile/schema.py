@@ -217,11 +217,15 @@ class Model(StrictModel):
     files: list[ModelFile]  # single-file models: names with published hashes
     mirror_url: HttpUrl | None = None
     local_path: SafeText | None = None  # on the machine running pyinfra
+    # huggingface source: the Hub's address (a site's Hub proxy or mirror); None: huggingface_hub's default.
+    hf_endpoint: HttpUrl | None = None
 
     @model_validator(mode="after")
     def _source_has_location(self) -> Model:
         if self.source == "huggingface" and not (self.repo_id and self.revision):
             raise ValueError("source 'huggingface' needs repo_id and revision")
+        if self.hf_endpoint and self.source != "huggingface":
+            raise ValueError(f"hf_endpoint is for source 'huggingface', not '{self.source}'")
         if self.source == "mirror" and not self.mirror_url:
             raise ValueError("source 'mirror' needs mirror_url")
         if self.source == "local" and not self.local_path:

@@ -115,12 +115,16 @@ def check_staged(path: str, remote: RemoteFile) -> str:
     return digest
 
 
-def hf_download(directory: str, repo: str, revision: str, allow: Sequence[str], token_file: str | None) -> str:
-    """Bring ``directory`` to ``repo@revision`` (files matching ``allow``); return a one-line summary."""
+def hf_download(directory: str, repo: str, revision: str, allow: Sequence[str], token_file: str | None,
+                endpoint: str | None = None) -> str:
+    """Bring ``directory`` to ``repo@revision`` (files matching ``allow``); return a one-line summary.
+
+    ``endpoint`` is the Hub's address (a site's proxy or mirror); None keeps huggingface_hub's default.
+    """
     from huggingface_hub import HfApi, snapshot_download
 
     token = read_token(token_file)
-    info = HfApi().model_info(repo, revision=revision, files_metadata=True, token=token)
+    info = HfApi(endpoint=endpoint).model_info(repo, revision=revision, files_metadata=True, token=token)
     wanted = remote_files(info.siblings or [], allow)
     if not wanted:
         raise WeightsError(f"{repo}@{revision} has no files matching {list(allow)}")
@@ -135,7 +139,7 @@ def hf_download(directory: str, repo: str, revision: str, allow: Sequence[str], 
     print(f"{repo}@{revision} ({info.sha}): {len(wanted)} file(s), {len(todo)} to download, "
           f"{sum(r.size for r in todo) / 1e9:.1f} GB", flush=True)
     if todo:
-        snapshot_download(repo, revision=info.sha, local_dir=staging, token=token,
+        snapshot_download(repo, revision=info.sha, local_dir=staging, token=token, endpoint=endpoint,
                           allow_patterns=[remote.name for remote in todo])
     for remote in todo:
         staged = os.path.join(staging, remote.name)

@@ -7,6 +7,7 @@ Usage (standard library only, except ``hf-download`` which runs in the venv hold
     python3 weights_tool.py mirror --dir DIR --name FILE --sha256 HEX --size BYTES --url URL
     python3 weights_tool.py verify --dir DIR
     python3 weights_tool.py hf-download --dir DIR --repo ID --revision REV [--allow PATTERN ...] [--token-file F]
+                                        [--endpoint URL]
 
 Files arrive under a temporary name (``FILE.part``), are checked against their sha256, then renamed.
 The manifest ``DIR/.rigforge-manifest.json`` records each file's size, mtime and sha256, computed once;
@@ -222,7 +223,7 @@ def run(args: argparse.Namespace) -> str:
         return verify(args.dir)
     from hf_source import hf_download  # shipped beside this tool; needs huggingface_hub
 
-    return hf_download(args.dir, args.repo, args.revision, args.allow, args.token_file)
+    return hf_download(args.dir, args.repo, args.revision, args.allow, args.token_file, args.endpoint)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -252,6 +253,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     hub.add_argument("--revision", required=True)
     hub.add_argument("--allow", action="append", default=[])
     hub.add_argument("--token-file", help="env file holding HF_TOKEN=..., mode 0600")
+    hub.add_argument("--endpoint", help="the Hub's address (default: huggingface_hub's, https://huggingface.co)")
     return parser.parse_args(argv)
 
 

@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,8 @@ def pyinfra_command(inventory: Path | str, deploy: Path | str, *args: str, dry: 
 
 
 def run_pyinfra(inventory: Path | str, deploy: Path | str, *args: str, dry: bool = False,
-                check: bool = True, timeout: float = PYINFRA_TIMEOUT_S) -> PyinfraResult:
+                check: bool = True, timeout: float = PYINFRA_TIMEOUT_S,
+                env: Mapping[str, str | None] | None = None) -> PyinfraResult:
     """Run the pyinfra CLI from the repository root and return its result.
 
     + inventory: inventory .py file (e.g. written by the ``sandbox`` fixture)
@@ -78,11 +80,14 @@ def run_pyinfra(inventory: Path | str, deploy: Path | str, *args: str, dry: bool
     + args: more CLI arguments (operation arguments, ``--limit``, ``--data k=v``)
     + dry: ``--dry --json``: plan only, the host is not changed
     + check: raise AssertionError with the output when pyinfra exits non-zero
+    + env: environment variables for this run (``HF_TOKEN``); None as a value removes the variable
     """
     cmd = pyinfra_command(inventory, deploy, *args, dry=dry)
     # pyinfra reads the deploy relative to its working directory; roles are imported from the repo root.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    merged = {**os.environ, **(env or {}),
+              "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    run_env = {name: value for name, value in merged.items() if value is not None}
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=run_env, capture_output=True, text=True, timeout=timeout,
                           check=False)
     data = parse_json_output(proc.stdout)
     result = PyinfraResult(cmd, proc.returncode, proc.stdout, proc.stderr, data,
@@ -108,13 +113,14 @@ def changed_ops(result: PyinfraResult) -> list[str]:
     return [op["name"] for op in result.plan if op.get("hosts_with_change")]
 
 
-def assert_no_changes(inventory: Path | str, deploy: Path | str, *args: str) -> PyinfraResult:
+def assert_no_changes(inventory: Path | str, deploy: Path | str, *args: str,
+                      env: Mapping[str, str | None] | None = None) -> PyinfraResult:
     """Plan ``deploy`` with ``--dry --json`` and assert that no operation would change any host.
 
     Operations gated with ``_if=`` are listed by pyinfra under ``hosts_with_conditional_change``;
     they run only when their gate changes, so an empty ``hosts_with_change`` everywhere is the test.
     """
-    result = run_pyinfra(inventory, deploy, *args, dry=True)
+    result = run_pyinfra(inventory, deploy, *args, dry=True, env=env)
     assert result.data is not None, f"pyinfra printed no JSON plan:\n{result.stdout[-3000:]}"
     offending = [f"{op['name']} on {', '.join(op['hosts_with_change'])}"
                  for op in result.plan if op.get("hosts_with_change")]

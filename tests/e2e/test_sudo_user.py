@@ -4,6 +4,10 @@ The host gets a user ``deploy`` with the test key in its authorized_keys, first 
 (``NOPASSWD``), then with a sudo password given the pyinfra way (``_sudo_password`` host data, read by the
 inventory from the environment so it is on no command line of the machine running pyinfra). Inventories are
 written with ``rig_host`` exactly as in inventory/rig2x.py; only the address is a sandbox stand-in.
+
+The weights come from the Hub with a canary Hugging Face token, searched for everywhere after the deploy as
+in tests/e2e/test_hf_token.py (the Hub is a STAND-IN served inside the host, tests/standins/hf_hub.py: the
+real one is unreachable here): as a sudoer the token file also passes through the staging folder.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
+from token_canary import assert_token_only_in_its_file, deploy_with_canary, hub_model, new_canary, serve_hub_in_host
 
 from rigforge.operations.files import UPLOAD_STAGING_DIR
 from rigforge.sandbox import SandboxHost, exec_in
@@ -54,32 +59,39 @@ def sudo_inventory(path: Path, host: SandboxHost, state, with_password: bool) ->
         f"rigs = [rig_host({host.name!r}, profile='sandbox', ssh_hostname='127.0.0.1', ssh_port={host.port},\n"
         f"                 ssh_user={USER!r}, ssh_key={str(state.key_path)!r},\n"
         f"                 ssh_known_hosts_file={str(state.known_hosts_path)!r}, _sudo=True{password},\n"
-        f"                 profile_overrides={{'bench': {BENCH!r}}})]\n"
+        f"                 profile_overrides={{'bench': {BENCH!r}, 'model': {hub_model()!r}}})]\n"
     )
     return path
 
 
 @pytest.fixture(scope="module")
 def sudo_rig(sandbox, tmp_path_factory: pytest.TempPathFactory):
-    # The sandbox profile uploads the real Gemma model from here (model.source: local).
-    ensure_gemma(REPO_ROOT / ".sandbox" / "models")
+    # The stand-in Hub in the host serves the real Gemma model from here.
+    model = ensure_gemma(REPO_ROOT / ".sandbox" / "models")
     host = sandbox.fresh_host("sudo")
     state = sandbox.state
     add_sudo_user(host, Path(f"{state.key_path}.pub").read_text())
+    canary = new_canary()
+    serve_hub_in_host(host, model, canary)
     inventory = sudo_inventory(tmp_path_factory.mktemp("sudo") / "inventory.py", host, state, with_password=False)
-    first = run_pyinfra(inventory, "deploys/full.py", check=False)
-    return host, inventory, first
+    return host, inventory, deploy_with_canary(host, inventory, canary)
 
 
 def test_full_deploy_as_sudoer_then_zero_changes(sudo_rig) -> None:
-    host, inventory, first = sudo_rig
-    assert first.returncode == 0, first.stderr[-6000:]
+    host, inventory, run = sudo_rig
+    assert run.result.returncode == 0, run.result.stderr[-6000:].replace(run.canary, "<canary>")
     owners = exec_in(host, "stat -c '%U:%G %a %n' /etc/rigforge/profile.json /etc/rigforge/secrets 2>&1; "
                            f"stat -c '%U %a' {UPLOAD_STAGING_DIR}; ls -A {UPLOAD_STAGING_DIR}").stdout.split("\n")
     assert owners[0] == "root:root 644 /etc/rigforge/profile.json", owners
     # Uploads pass through the login user's private staging folder and leave nothing there.
     assert owners[2] == f"{USER} 700" and owners[3] == "", owners
-    assert_no_changes(inventory, "deploys/full.py")
+    assert_no_changes(inventory, "deploys/full.py", env={"HF_TOKEN": run.canary})
+
+
+def test_canary_token_only_in_its_file_as_sudoer(sudo_rig) -> None:
+    run = sudo_rig[2]
+    assert_token_only_in_its_file(run)
+    assert run.host["staging"] == [], f"the staging folder kept {run.host['staging']}"
 
 
 def test_verify_suite_as_sudoer(sudo_rig, tmp_path: Path, sandbox) -> None:

@@ -54,6 +54,18 @@ def test_without_a_token_nothing_is_written(tmp_path: Path) -> None:
     done = run_local(write_deploy(tmp_path, dest), "-y", token=None)
     assert done.returncode == 0, done.stderr
     assert not dest.exists()
+    assert f"no HF_TOKEN given on this machine: {dest} not written" in done.stdout + done.stderr
+
+
+def test_without_a_token_a_later_run_keeps_the_file_and_says_so(tmp_path: Path) -> None:
+    dest = tmp_path / "secrets" / "hf.env"
+    deploy = write_deploy(tmp_path, dest)
+    assert run_local(deploy, "-y").returncode == 0
+    again = run_local(deploy, "-y", token=None)
+    assert again.returncode == 0, again.stderr
+    assert dest.read_text() == f"HF_TOKEN={TOKEN}\n"
+    # At the default verbosity: a run without the token must not look like one that checked it.
+    assert f"no HF_TOKEN given on this machine: {dest} left as it is" in again.stdout + again.stderr
 
 
 def test_a_changed_token_replaces_the_file(tmp_path: Path) -> None:
