@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo, field_validator
 
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError, _display, read_yaml
@@ -61,20 +61,33 @@ class Signature(BaseModel):
     source: Text
     examples: Annotated[list[Text], Field(min_length=1)]
 
-    @model_validator(mode="after")
-    def _self_consistent(self) -> Signature:
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
         try:
-            pattern = re.compile(self.pattern)
+            re.compile(pattern)
         except re.error as exc:
-            raise ValueError(f"pattern {self.pattern!r} does not compile: {exc}") from None
-        for line in self.examples:
-            if self.needle not in line or not pattern.search(line):
-                raise ValueError(f"example {line!r} does not hold needle {self.needle!r} and match pattern "
-                                 f"{self.pattern!r}")
-        for path in self.profile_fields:
+            raise ValueError(f"{pattern!r} does not compile: {exc}") from None
+        return pattern
+
+    @field_validator("profile_fields")
+    @classmethod
+    def _are_settings(cls, paths: list[str]) -> list[str]:
+        for path in paths:
             if not profile_field_exists(path):
-                raise ValueError(f"profile_fields: {path!r} is not a profile setting")
-        return self
+                raise ValueError(f"{path!r} is not a profile setting")
+        return paths
+
+    @field_validator("examples")
+    @classmethod
+    def _match(cls, examples: list[str], info: ValidationInfo) -> list[str]:
+        needle, pattern = info.data.get("needle"), info.data.get("pattern")
+        if needle is None or pattern is None:
+            return examples  # already reported on its own field
+        for line in examples:
+            if needle not in line or not re.search(pattern, line):
+                raise ValueError(f"{line!r} does not hold needle {needle!r} and match pattern {pattern!r}")
+        return examples
 
     def as_data(self) -> dict[str, Any]:
         """The fields the matcher reads, as plain JSON-able data."""
