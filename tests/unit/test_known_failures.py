@@ -168,3 +168,13 @@ def test_the_health_wait_names_the_failure_in_a_real_journal(tmp_path: Path) -> 
     expected = hit_line(match_lines([port.as_data()], ["couldn't bind HTTP server socket, hostname: h, port: 1"],
                                     "startup")[0])
     assert run.stdout.splitlines() == [expected]
+
+
+def test_a_real_xid_free_kernel_log_and_nvidia_smi_errors_match_nothing() -> None:
+    """Captured on the lent GPU machine (tests/fixtures/known-failures/README.md): NVRM lines, but no Xid."""
+    machine = FIXTURES / "gpu-machine"
+    dmesg = (machine / "dmesg.txt").read_text().splitlines()
+    assert len(dmesg) == 358 and sum("NVRM:" in line for line in dmesg) == 3
+    for name in ("dmesg.txt", "nvidia-smi-bad-index.txt", "nvidia-smi-bad-field.txt"):
+        assert matched_ids((machine / name).read_text().splitlines()) == [], name
+    assert (machine / "fact-KnownFailureLogs-kernel-part.txt").read_text() == "## kernel\n## engine\nexit status: 0\n"
