@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-WHERE = ("kernel", "engine", "startup")
 #: Longest line kept in a report: a kernel or engine line can be kilobytes (a tensor dump).
 MAX_LINE = 240
 
@@ -38,15 +37,13 @@ class Hit:
 
     @property
     def id(self) -> str:
+        """The signature's id."""
         return str(self.signature["id"])
 
     @property
     def severity(self) -> str:
+        """blocking, fail or warn."""
         return str(self.signature["severity"])
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 def match_lines(signatures: Iterable[Mapping[str, Any]], lines: Sequence[str], where: str,
@@ -69,7 +66,7 @@ def match_lines(signatures: Iterable[Mapping[str, Any]], lines: Sequence[str], w
             candidates = list(lines[-1:]) if hung else []
         else:
             candidates = [line for line in lines if signature["needle"] in line]
-        pattern = _compiled(signature["pattern"])
+        pattern = re.compile(signature["pattern"])  # re caches compiled patterns
         matching = [line for line in candidates if pattern.search(line)]
         if matching:
             hits.append(Hit(signature, where, matching[0].strip()[:MAX_LINE], len(matching)))
