@@ -3,7 +3,8 @@
 The unit runs ``docker run`` with the seed flags or the native launcher, one flag per line, reads the
 nccl role's env file, and restarts on failure. It is restarted when the unit, the env file, the image
 (or engine install) or the weights changed — once, whatever changed — and the role then waits for the
-health endpoint, printing the journal and failing the deploy when it does not answer.
+health endpoint; when it does not answer, the wait names the known failures its journal shows
+(inventory/known-failures.yaml) with their fixes, prints the journal and fails the deploy.
 """
 
 from __future__ import annotations
