@@ -157,4 +157,5 @@ def test_doctor_preflight_and_verify_name_a_missing_model_and_a_kernel_line(rig:
 
     since = rig.sh("sleep 1; date '+%Y-%m-%d %H:%M:%S'").strip()
     later = doctor(rig, "--since", since)
-    assert later.returncode == 1 and "xid-79-fallen-off-bus" not in later.stdout, later.stdout
+    # The engine keeps failing (systemd restarts it every 10 s), so its row may or may not fall in the window.
+    assert f"| {rig.host.name} |" in later.stdout and "xid-79-fallen-off-bus" not in later.stdout, later.stdout
