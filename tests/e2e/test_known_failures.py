@@ -3,7 +3,7 @@
 Real here: Debian 12 with systemd, llama.cpp's server (xllamacpp) under systemd, its journal, SSH, the
 pyinfra CLI, the wait script, the doctor. One host, tests in order, each starting where the last ended:
 
-1. a healthy deploy; the doctor reports nothing;
+1. a healthy deploy, a second one that plans nothing; the doctor reports nothing;
 2. three deploys whose engine fails, each ending with the known failure and its fix in one line above the
    journal excerpt: a flag value out of range, the engine's port taken by another process, the model
    file corrupted with its size and time kept (the deploy's cheap weights check cannot see it);
@@ -34,7 +34,7 @@ from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
-from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, run_pyinfra
+from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 
 DEPLOY = "deploys/serve.py"
 PROFILE = load_profile("sandbox")
@@ -99,6 +99,7 @@ def doctor(rig: Rig, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_healthy_rig_the_doctor_reports_nothing(rig: Rig) -> None:
     run_pyinfra(rig.inventory("healthy"), DEPLOY)
+    assert_no_changes(rig.inventory("healthy"), DEPLOY)  # the wait script, matcher inlined, is stable
     run = doctor(rig)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"| {rig.host.name} | kernel, engine | none |" in run.stdout
