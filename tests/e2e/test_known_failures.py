@@ -117,9 +117,11 @@ def test_the_port_taken_is_named(rig: Rig) -> None:
     rig.sh(f"systemctl stop {UNIT_NAME}")
     # A listener that never accepts: an HTTP server would close the health checks' connections itself and
     # leave them in TIME_WAIT on the port, which blocks the engine's own bind for a minute after it is gone.
-    hold = f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {PROFILE.engine.port})); s.listen(); " \
-           "time.sleep(3600)"
+    # SO_REUSEADDR: the healthy engine's own TIME_WAIT connections must not stop the holder from binding.
+    hold = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            f"s.bind(('127.0.0.1', {PROFILE.engine.port})); s.listen(); time.sleep(3600)")
     rig.sh(f"systemd-run --unit=port-holder python3 -c {hold!r}")
+    rig.sh(f"timeout 20 sh -c 'until ss -Hltn \"sport = :{PROFILE.engine.port}\" | grep -q .; do sleep 0.2; done'")
     try:
         result = run_pyinfra(rig.inventory("port", FAIL_FAST), DEPLOY, check=False)
     finally:
