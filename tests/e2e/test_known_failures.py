@@ -3,7 +3,8 @@
 Real here: Debian 12 with systemd, llama.cpp's server (xllamacpp) under systemd, its journal, SSH, the
 pyinfra CLI, the wait script, the doctor. One host, tests in order, each starting where the last ended:
 
-1. a healthy deploy, a second one that plans nothing; the doctor reports nothing;
+1. a healthy deploy, a second one that plans nothing; the doctor reports nothing; a bench below its
+   floor reads the logs of its window (nothing known there);
 2. three deploys whose engine fails, each ending with the known failure and its fix in one line above the
    journal excerpt: a flag value out of range, the engine's port taken by another process, the model
    file corrupted with its size and time kept (the deploy's cheap weights check cannot see it);
@@ -104,6 +105,17 @@ def test_healthy_rig_the_doctor_reports_nothing(rig: Rig) -> None:
     run = doctor(rig)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"| {rig.host.name} | kernel, engine | none |" in run.stdout
+
+
+def test_a_bench_below_its_floor_reads_the_logs_of_its_window(rig: Rig) -> None:
+    """One short cell and an unreachable floor: the bench fails, then says what its window's logs show."""
+    floor = {"concurrency": 1, "input_tokens": 128, "min_output_tps": 100000, "min_decode_tps_per_user": 1}
+    slow = {"bench": {"concurrency": [1], "repeats": 1, "cell_seconds": 3, "floors": [floor]}}
+    result = run_pyinfra(rig.inventory("bench", slow), "deploys/bench.py", check=False)
+    output = ANSI.sub("", result.stderr)
+    assert result.returncode != 0 and "bench FAIL on" in output, output[-3000:]
+    assert re.search(r"bench: no known failure in the engine journal or kernel log since \d{4}-\d\d-\d\d "
+                     r"\d\d:\d\d:\d\d UTC", output), output[-3000:]
 
 
 def test_a_flag_out_of_range_is_named(rig: Rig) -> None:
