@@ -16,7 +16,9 @@ At run time the op reads the rig's versions from facts (driver, CUDA, engine ima
 manifest), writes the run's config, runs ``python3 -m rigforge.bench`` with the client's per-cell
 progress streamed into pyinfra's output, links ``latest.json``, downloads the raw JSON to
 ``results/<host>/<stamp>/`` with ``summary.md`` and ``plot.png``, prints the table and the verdict
-against the profile's floors, and fails the deploy when the client exits non-zero or the verdict fails.
+against the profile's floors, and fails the deploy when the client exits non-zero or the verdict fails. A
+failed bench then names the known failures the engine journal and kernel log of its window show (a MoE
+tile fallback explains a slow rig).
 """
 
 from __future__ import annotations
@@ -54,10 +56,13 @@ from rigforge.bench_plan import (
     run_metadata,
     run_stamp,
 )
+from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import current_profile
 from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.facts.gpu import NvidiaGpus
+from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.weights import WeightsOnDisk
+from rigforge.known_failures import hit_line
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 from rigforge.operations.reboot import loaded_driver_version
@@ -171,7 +176,25 @@ def run_smoke_benchmark(
     passed = exit_status == 0 and verdict.passed
     host.log(outcome_line(host.name, result, verdict, passed, local.run_dir),
              logger.info if passed else logger.error)
+    if not passed:
+        window = f"{datetime.strptime(stamp, '%Y%m%dT%H%M%SZ'):%Y-%m-%d %H:%M:%S} UTC"
+        for line in known_failure_lines(host.get_fact(KnownFailureLogs, since=window), window):
+            host.log(line, logger.error)
     return passed
+
+
+def known_failure_lines(logs: FailureLogs, window: str) -> list[str]:
+    """Why a bench may have failed, from the logs of its window: one line per known failure (or that none is).
+
+    + logs: the KnownFailureLogs fact read over the bench window (engine journal and kernel log)
+    + window: the window's start, as given to journalctl
+
+    Example: a tile fallback in the journal gives ``bench: known failure moe-tile-fallback (warn): ...``.
+    """
+    hits = find_known_failures(logs)
+    if not hits:
+        return [f"bench: no known failure in the engine journal or kernel log since {window}"]
+    return [f"bench: {hit_line(hit)} (seen: {hit.line})" for hit in hits]
 
 
 def write_reports(result: dict[str, Any], verdict: Verdict, local: ControllerRunPaths) -> None:

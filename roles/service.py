@@ -3,12 +3,14 @@
 The unit runs ``docker run`` with the seed flags or the native launcher, one flag per line, reads the
 nccl role's env file, and restarts on failure. It is restarted when the unit, the env file, the image
 (or engine install) or the weights changed — once, whatever changed — and the role then waits for the
-health endpoint, printing the journal and failing the deploy when it does not answer.
+health endpoint; when it does not answer, the wait names the known failures its journal shows
+(inventory/known-failures.yaml) with their fixes, prints the journal and fails the deploy.
 """
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -27,6 +29,7 @@ from rigforge.engines import (
     image_ref,
     launch_command,
 )
+from rigforge.known_failures import match, signature_data
 from rigforge.operations.files import managed_file
 from rigforge.operations.service import engine_service, file_unless_present
 from rigforge.profile import Profile
@@ -37,6 +40,7 @@ UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 DROPIN_DIR = f"{UNIT_PATH}.d"
 DROPIN_PATH = f"{DROPIN_DIR}/inputs.conf"
 WAIT_SCRIPT = "/opt/rigforge/bin/rigforge-wait-healthy"
+MATCHER_SOURCE = Path(match.__file__)
 
 
 def render_unit(profile: Profile) -> str:
@@ -53,6 +57,15 @@ def render_unit(profile: Profile) -> str:
         environment=[] if container else environment_lines(profile.engine.env),
         exec_lines=exec_start_lines(launch_command(profile)),
     )
+
+
+def render_wait_script(profile: Profile) -> str:
+    """The health-wait script, with the known-failure matcher and the startup signatures inlined.
+
+    One file on the rig: the script needs nothing but python3 to name a known failure.
+    """
+    return render("service/wait-healthy.sh.j2", profile, matcher=MATCHER_SOURCE.read_text().rstrip(),
+                  signatures=repr(signature_data("startup")))
 
 
 def engine_inputs(profile: Profile, unit: str) -> dict[str, str]:
@@ -87,8 +100,7 @@ def apply_service() -> None:
         for folder in host.loop(host_dirs):
             files.directory(name=f"Create {folder}", path=folder, mode="755", user="root", group="root")
     files.directory(name="Create /opt/rigforge/bin", path="/opt/rigforge/bin", mode="755", user="root", group="root")
-    managed_file(name=f"Install {WAIT_SCRIPT}", dest=WAIT_SCRIPT,
-                 content=render("service/wait-healthy.sh.j2", profile), mode="755")
+    managed_file(name=f"Install {WAIT_SCRIPT}", dest=WAIT_SCRIPT, content=render_wait_script(profile), mode="755")
     managed_file(name=f"Write {UNIT_PATH}", dest=UNIT_PATH, content=unit)
     engine_service(
         name=f"Run {UNIT_NAME}",

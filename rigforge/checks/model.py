@@ -21,6 +21,7 @@ from rigforge.facts import (
     LoadedDriver,
     PciGpuReport,
 )
+from rigforge.facts.logs import FailureLogs
 
 Verdict = Literal["ok", "warn", "fail"]
 
@@ -94,6 +95,7 @@ class HostFacts:
     acs: AcsReport | None
     governors: dict[int, str] | None
     kernel_modules: KernelModules | None = None
+    failure_logs: FailureLogs | None = None
 
     @property
     def gpu_count(self) -> int:

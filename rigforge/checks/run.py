@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rigforge.checks import hardware, platform
+from rigforge.checks.known_failures import check_known_failures
 from rigforge.checks.model import Check, HostFacts, failed, ok
 from rigforge.facts import (
     CpuGovernors,
@@ -29,6 +30,7 @@ from rigforge.facts import (
     NvidiaUvmParams,
     PciAcs,
 )
+from rigforge.facts.logs import KnownFailureLogs
 from rigforge.profile import Profile
 
 CheckFunction = Callable[[Profile, HostFacts], "Check | None"]
@@ -46,6 +48,7 @@ FACT_SOURCES: dict[str, type] = {
     "acs": PciAcs,
     "governors": CpuGovernors,
     "kernel_modules": NvidiaModuleKernels,
+    "failure_logs": KnownFailureLogs,
 }
 
 PRESENCE = "gpus"
@@ -83,6 +86,7 @@ CHECK_NAMES: tuple[str, ...] = (
     PRESENCE, "gpu-count", "gpu-model", "compute-capability", "gpu-memory", "bar1", "pcie-gen", "pcie-width",
     "topology", "persistence-mode", "power-limit", "driver", "module-options", "force-p2p", "acs",
     "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "model-revision",
+    "known-failures",
 )
 
 
@@ -111,7 +115,8 @@ def run_checks(profile: Profile, facts: HostFacts) -> list[Check]:
     if profile.gpus is not None and facts.gpu_count > 0:
         checks += _applied(GPU_CHECKS, profile, facts)
     checks += _applied(HOST_CHECKS, profile, facts)
-    return checks
+    # One row per known failure found in the logs (or one ok row): last, as it explains the rest.
+    return checks + check_known_failures(profile, facts)
 
 
 def _applied(functions: Iterable[CheckFunction], profile: Profile, facts: HostFacts) -> list[Check]:

@@ -19,6 +19,7 @@ NvidiaPciGpus       PciGpuReport (GPUs on the PCI bus)   empty gpus (no NVIDIA G
 CpuGovernors        dict cpu -> governor                 None (no cpufreq)
 NvidiaModuleKernels KernelModules (per kernel: module)   running kernel only, no module
 NumaLayout          tuple of NumaNode                    ()
+KnownFailureLogs    FailureLogs (kernel, engine lines)   NO_LOGS (no line holds a needle)
 =================== ==================================== =====================================
 """
 
@@ -42,15 +43,18 @@ from rigforge.facts.host import (
     cmdline_value,
 )
 from rigforge.facts.kernel import KernelModules, NvidiaModuleKernels
+from rigforge.facts.logs import NO_LOGS, FailureLogs, KnownFailureLogs
 from rigforge.facts.pci import AcsPort, AcsReport, PciAcs
 from rigforge.facts.pci_gpus import NvidiaPciGpus, PciGpu, PciGpuReport
 from rigforge.facts.topology import GpuTopology, NvidiaTopology, link_class, link_rank, worst_gpu_link
 
 __all__ = [
+    "NO_LOGS",
     "NO_NVIDIA_SMI",
     "AcsPort",
     "AcsReport",
     "CpuGovernors",
+    "FailureLogs",
     "Gpu",
     "GpuInventory",
     "GpuTopology",
@@ -58,6 +62,7 @@ __all__ = [
     "IommuStatus",
     "KernelCmdline",
     "KernelModules",
+    "KnownFailureLogs",
     "LoadedDriver",
     "NumaLayout",
     "NumaNode",

@@ -73,6 +73,8 @@ def test_checks_rerun_on_the_captured_facts_give_the_same_verdicts() -> None:
     checks = run_checks(profile("2x-pix"), capture_facts(DEVICE_RUN / "facts"))
     printed = {name: cells[2] for name, cells in rows.items()}
     rerun = {check.name: ("fail (blocking)" if check.blocking else check.verdict) for check in checks}
+    # The capture predates the known-failures check (no fact-KnownFailureLogs.txt): it reads as none found.
+    assert rerun.pop("known-failures") == "ok"
     assert rerun == printed
 
 

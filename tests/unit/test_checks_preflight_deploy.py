@@ -80,7 +80,7 @@ def test_blocking_host_stops_before_any_change_and_others_go_on(caplog: pytest.L
     assert not any(LATER_CHANGE in command for command in _commands(state, "h200"))
     assert any(LATER_CHANGE in command for command in _commands(state, "cpu"))
     log = caplog.text
-    assert "preflight @fake/h200: 9 ok, 8 warn, 2 fail (2 blocking: gpu-model, compute-capability)" in log
+    assert "preflight @fake/h200: 10 ok, 8 warn, 2 fail (2 blocking: gpu-model, compute-capability)" in log
     assert "preflight @fake/cpu: " in log and "blocking check failed: gpu-model, compute-capability" in log
 
 

@@ -1,0 +1,116 @@
+"""The log lines known failures show in: the kernel log since boot and the engine's journal since its start.
+
+One command, bounded output: each log is filtered on the rig with ``grep -F`` on the signatures' needles
+(inventory/known-failures.yaml), and only the last ``MAX_LINES`` filtered lines of each come back. A
+kernel log of 10,000 lines on a healthy rig sends nothing.
+
+The kernel log is journald's entries with ``SYSLOG_IDENTIFIER=kernel`` (what ``journalctl -k`` shows,
+read through the identifier so a host without a kernel of its own can be given lines: the e2e stand-in),
+or ``dmesg`` where there is no journal (the lent GPU machine). The engine's journal is that of the
+unit's current invocation (``InvocationID``): since its last start.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase
+
+from rigforge.facts.parsing import split_sections
+
+MAX_LINES = 50
+KERNEL_SECTION = "kernel"
+ENGINE_SECTION = "engine"
+#: What ``--since`` may be: journalctl's absolute times and relative offsets (`2026-11-24 03:00`, `-2h`, `today`).
+SINCE = re.compile(r"^[A-Za-z0-9 :+.-]{1,40}$")
+
+
+@dataclass(frozen=True)
+class FailureLogs:
+    """Lines of the kernel log and the engine journal that hold a known-failure needle, oldest first.
+
+    + kernel: kernel log lines (since boot, or since the window asked for)
+    + engine: engine journal lines (since its last start, or since the window)
+    """
+
+    kernel: tuple[str, ...]
+    engine: tuple[str, ...]
+
+
+NO_LOGS = FailureLogs((), ())
+
+
+def parse_failure_logs(text: str) -> FailureLogs:
+    """Parse the fact's output: a ``## kernel`` and a ``## engine`` section of log lines.
+
+    A missing section means the command did not run as written: an error naming the fact.
+    """
+    sections = split_sections(text)
+    missing = [name for name in (KERNEL_SECTION, ENGINE_SECTION) if name not in sections]
+    if missing:
+        raise ValueError(f"KnownFailureLogs: no '## {missing[0]}' section in its output")
+
+    def lines(name: str) -> tuple[str, ...]:
+        return tuple(line for line in sections[name].splitlines() if line.strip())
+
+    return FailureLogs(lines(KERNEL_SECTION), lines(ENGINE_SECTION))
+
+
+def grep_needles(needles: list[str]) -> str:
+    """``grep -F -e N1 -e N2 … | tail -n MAX_LINES`` (or nothing at all when there is no needle)."""
+    if not needles:
+        return "cat >/dev/null"
+    words = " ".join(f"-e {shlex.quote(needle)}" for needle in needles)
+    return f"grep -F {words} | tail -n {MAX_LINES}"
+
+
+def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str], engine_needles: list[str]) -> str:
+    """The fact's shell command (see the module docstring).
+
+    + unit: the engine's systemd unit
+    + since: journalctl ``--since`` value, or None for since boot / since the engine's last start
+    + kernel_needles, engine_needles: fixed strings a line must hold to be sent
+    """
+    journal = "journalctl --no-pager -q -o short-iso"
+    if since is None:
+        kernel_window, engine_match = "-b", '_SYSTEMD_INVOCATION_ID="$id"'
+        engine_guard = f'id=$(systemctl show -p InvocationID --value {shlex.quote(unit)} 2>/dev/null); [ -n "$id" ] &&'
+    else:
+        kernel_window = f"--since {shlex.quote(since)}"
+        engine_match, engine_guard = f"-u {shlex.quote(unit)} --since {shlex.quote(since)}", ""
+    return (
+        f"echo '## {KERNEL_SECTION}'; "
+        f"{{ {journal} {kernel_window} SYSLOG_IDENTIFIER=kernel 2>/dev/null || dmesg 2>/dev/null; }} "
+        f"| {grep_needles(kernel_needles)}; "
+        f"echo '## {ENGINE_SECTION}'; "
+        f"{engine_guard} {journal} {engine_match} 2>/dev/null | {grep_needles(engine_needles)}; true"
+    )
+
+
+class KnownFailureLogs(FactBase[FailureLogs]):
+    """
+    Returns the ``FailureLogs`` of the rig: the lines a known failure could show in, bounded.
+
+    .. code:: python
+
+        logs = host.get_fact(KnownFailureLogs)                 # since boot / the engine's last start
+        logs = host.get_fact(KnownFailureLogs, since="-2h")    # a window (the doctor's --since)
+    """
+
+    def command(self, since: str | None = None) -> str:
+        from rigforge.engines import UNIT_NAME
+        from rigforge.known_failures import needles
+
+        if since is not None and not SINCE.match(since):
+            raise ValueError(f"KnownFailureLogs: since {since!r} is not a journalctl time (e.g. -2h, 2026-11-24 03:00)")
+        engine = list(dict.fromkeys(needles("engine") + needles("startup")))
+        return failure_logs_command(UNIT_NAME, since, needles("kernel"), engine)
+
+    @staticmethod
+    def default() -> FailureLogs:
+        return NO_LOGS
+
+    def process(self, output: list[str]) -> FailureLogs:
+        return parse_failure_logs("\n".join(output))
