@@ -1,4 +1,5 @@
 """Driver updates measured and reversible: bench history (``history``), before/after comparison with a
-noise-aware verdict (``compare``, ``python -m rigforge.updates.compare``), the update record each host's
+noise-aware verdict (``comparison``; rendered by ``compare_render``; the command line
+``python -m rigforge.updates.compare``), the update record each host's
 update leaves on the controller (``record``), and the fleet rolled one batch at a time
 (``python -m rigforge.updates.rollout``)."""

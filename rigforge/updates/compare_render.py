@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rigforge.updates.compare import Comparison
+from rigforge.updates.comparison import METRICS, Comparison
 
 DASH = "–"
 VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "image", "engine_package", "model_revision",
@@ -52,8 +51,6 @@ def render_plot(comparison: Comparison, png: Path) -> Path:
     """One panel per metric: before and after bars per cell; error bars span the repeats' range."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # Agg: no display needed on the controller
     from matplotlib.figure import Figure
-
-    from rigforge.updates.compare import METRICS
 
     figure = Figure(figsize=(13, 7), dpi=100)
     FigureCanvasAgg(figure)

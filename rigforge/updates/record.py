@@ -1,5 +1,5 @@
 """A driver update's evidence on the controller: which bench was the baseline, which came after, the
-comparison (``rigforge.updates.compare``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
+comparison (``rigforge.updates.comparison``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
 beside the run folders, with ``comparison.md`` and ``comparison.png`` in the after-bench's folder.
 
 The rollout (``python -m rigforge.updates.rollout``) reads these records to build its fleet table.
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rigforge.profile import Profile
+from rigforge.updates.compare_render import render_markdown, render_plot
+from rigforge.updates.comparison import METRICS, RegressionPolicy, cell_value, compare
 from rigforge.updates.history import find_results, load_result
 
 UPDATES_DIR = "updates"
@@ -111,8 +113,6 @@ def recent_baseline(root: Path, host: str, profile: Profile, installed: str | No
 def headline_decode(result: dict[str, Any]) -> float | None:
     """Decode tok/s per user of the lowest-concurrency, shortest-prompt cell, as the comparison reads it
     (median over the cell's repeats): the fleet table's number."""
-    from rigforge.updates.compare import METRICS, cell_value
-
     cells = [cell for cell in result.get("cells") or [] if cell.get("metrics")]
     if not cells:
         return None
@@ -130,8 +130,6 @@ def judge_update(root: Path, host: str, profile: Profile, driver_before: str | N
       given), the newest is the after-bench
     + baseline: a recent result reused as the baseline
     """
-    from rigforge.updates.compare import RegressionPolicy, compare
-
     runs = [run for run in find_results(root, host) if run.name >= started]
     if not runs or (baseline is None and len(runs) < 2):
         raise RuntimeError(f"{host}: the benches of the update started {started} are missing under {root}")
@@ -139,8 +137,8 @@ def judge_update(root: Path, host: str, profile: Profile, driver_before: str | N
     after_dir = runs[-1]
     before, after = load_result(before_dir), load_result(after_dir)
     comparison = compare(before, after, RegressionPolicy.from_profile(profile))
-    (after_dir / "comparison.md").write_text(comparison.render_markdown())
-    comparison.render_plot(after_dir / "comparison.png")
+    (after_dir / "comparison.md").write_text(render_markdown(comparison))
+    render_plot(comparison, after_dir / "comparison.png")
     record = UpdateRecord(host=host, started=started, rollback=rollback, driver_before=driver_before,
                           driver_after=driver_after, baseline=str(before_dir), after=str(after_dir),
                           decode_before=headline_decode(before), decode_after=headline_decode(after),

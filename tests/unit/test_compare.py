@@ -23,7 +23,8 @@ import pytest
 from rigforge.bench.config import config_from_dict
 from rigforge.bench.runner import run_bench
 from rigforge.sandbox.model import ensure_gemma
-from rigforge.updates.compare import (
+from rigforge.updates.compare_render import render_markdown
+from rigforge.updates.comparison import (
     METRICS,
     RegressionPolicy,
     Tolerance,
@@ -102,7 +103,7 @@ def test_two_real_runs_compare_with_their_measured_spread(measured: dict[str, di
     assert row.change_percent == pytest.approx((row.after - row.before) / row.before * 100)
     assert comparison.verdict in ("pass", "within noise", "regression")
     assert "C=1" in comparison.summary() and "→" in comparison.summary()
-    rows = comparison.render_markdown()
+    rows = render_markdown(comparison)
     assert "| 1 | 32 | decode tok/s |" in rows and "driver_version: 590.48.01 → 595.45.04  (changed)" in rows
 
 

@@ -9,7 +9,7 @@ interleaved so that the machine's load falls on every variant alike (median and 
 Then one ``-vv`` run per variant counts the remote commands each host got (pyinfra's ``>>>`` lines) and the
 controller's peak memory (pyinfra's own ``ru_maxrss``), and it prints the ratios side by side.
 
-    .venv/bin/python bench/noop_speed.py [--hosts 16] [--repeats 5] [--keep]
+    .venv/bin/python measurements/noop_speed.py [--hosts 16] [--repeats 5] [--keep]
 """
 
 from __future__ import annotations

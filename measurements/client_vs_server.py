@@ -5,7 +5,7 @@ at C=1 and C=8, and prints per cell: decode tok/s per user from our client (1/TP
 usage) against llama.cpp's ``timings.predicted_per_second`` for the same requests, and the
 system output rate against the server's generated-token counter over the same window.
 
-    .venv/bin/python bench/client_vs_server.py [--seconds 5] [--output-tokens 64] [--input-tokens 128]
+    .venv/bin/python measurements/client_vs_server.py [--seconds 5] [--output-tokens 64] [--input-tokens 128]
 """
 
 from __future__ import annotations
