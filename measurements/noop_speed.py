@@ -6,8 +6,11 @@ interleaved so that the machine's load falls on every variant alike (median and 
 - ``full 1``: ``deploys/full.py --data bench=false`` on one host (the converged re-run a user makes most);
 - ``host 1`` and ``host N``: ``deploys/host.py`` on one host and on all N (does a fleet cost one host?).
 
-Then one ``-vv`` run per variant counts the remote commands each host got (pyinfra's ``>>>`` lines) and the
-controller's peak memory (pyinfra's own ``ru_maxrss``), and it prints the ratios side by side.
+Each variant first runs once untimed: the converging run recorded the reads a converge makes, and the
+first no-op records what a no-op reads (``rigforge/facts/read_ahead.py``). Then one ``--debug`` run per
+variant counts every remote command each host got (pyinfra's "Running command on HOST" lines: fact reads,
+the read-ahead, the deploy lock and operations alike) and the controller's peak memory (the child's own
+``ru_maxrss``), and it prints the ratios side by side.
 
     .venv/bin/python measurements/noop_speed.py [--hosts 16] [--repeats 5] [--keep]
 """
@@ -32,7 +35,7 @@ from rigforge.sandbox import down, up  # noqa: E402
 from rigforge.sandbox.model import ensure_gemma  # noqa: E402
 from tests.e2e.conftest import inventory_source  # noqa: E402
 
-COMMAND_LINE = re.compile(r"^\[(?P<host>[^\]]+)\] >>> ", re.MULTILINE)
+COMMAND_LINE = re.compile(r"Running command on (?P<host>\S+): \(pty=")
 
 
 @dataclass
@@ -58,7 +61,7 @@ class Run:
 
 def pyinfra(inventory: Path, deploy: str, *args: str, verbose: bool = False) -> Run:
     """Run ``pyinfra -y`` once from the repository root; the child's own rusage gives its peak memory."""
-    cmd = [sys.executable, "-m", "pyinfra", "-y", *(["-vv"] if verbose else []), str(inventory), deploy, *args]
+    cmd = [sys.executable, "-m", "pyinfra", "-y", *(["--debug"] if verbose else []), str(inventory), deploy, *args]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with tempfile.TemporaryFile("w+") as output:
         start = time.perf_counter()
@@ -79,7 +82,7 @@ def checked(run: Run, what: str) -> Run:
 
 
 def commands_per_host(output: str) -> dict[str, int]:
-    """Remote commands per host from a ``-vv`` run's output."""
+    """Remote commands per host from a ``--debug`` run's output."""
     counts: dict[str, int] = {}
     for match in COMMAND_LINE.finditer(output):
         counts[match["host"]] = counts.get(match["host"], 0) + 1
@@ -127,6 +130,9 @@ def main() -> int:
             Variant("host 1", one, "deploys/host.py", 1),
             Variant(f"host {args.hosts}", fleet, "deploys/host.py", args.hosts),
         ]
+        for variant in variants:
+            first = pyinfra(variant.inventory, variant.deploy, *variant.args)
+            checked(first, f"{variant.label} (untimed first no-op)")
         seconds: dict[str, list[float]] = {variant.label: [] for variant in variants}
         for repeat in range(1, args.repeats + 1):
             for variant in variants:
@@ -139,7 +145,7 @@ def main() -> int:
         print(f"{'variant':<10} {'wall median (min-max)':<26} {'commands/host':>14} {'peak RSS':>10}")
         for variant in variants:
             counted = checked(pyinfra(variant.inventory, variant.deploy, *variant.args, verbose=True),
-                              f"{variant.label} -vv")
+                              f"{variant.label} --debug")
             per_host = commands_per_host(counted.output)
             commands = "/".join(str(n) for n in sorted(set(per_host.values()))) or "0"
             print(f"{variant.label:<10} {spread(seconds[variant.label]):<26} {commands:>14} "

@@ -36,6 +36,10 @@ from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.host import Host
 from pyinfra.api.state import State
+from pyinfra.context import ctx_state
+
+from rigforge.facts import read_ahead
+from rigforge.facts.read_ahead import not_a_change
 
 LOCK_DIR = "/var/lib/rigforge"
 LOCK_PATH = f"{LOCK_DIR}/deploy.lock"
@@ -148,6 +152,11 @@ def _drop_command(record: str) -> StringCommand:
 def take_lock(state: State, host: Host, me: Holder, break_lock: bool, connector: dict[str, Any]) -> bool:
     """Take the lock for ``me`` on ``host``: free, ours already, or stale; False (one line logged) when held."""
     del state  # pyinfra passes it; the host carries everything needed here
+    with not_a_change(host):  # the lock file is no fact any role reads: facts read ahead still hold
+        return _take_lock(host, me, break_lock, connector)
+
+
+def _take_lock(host: Host, me: Holder, break_lock: bool, connector: dict[str, Any]) -> bool:
     for _ in range(3):  # a holder may release or be taken over between two commands
         ok, output = host.run_shell_command(_take_command(me.record()), **connector)
         lines = output.stdout_lines
@@ -234,9 +243,14 @@ def _deploy_name() -> str:
 
 
 def take_deploy_lock() -> None:
-    """First operation of every deploy: this host is ours for the run, or it stops here (module docstring)."""
+    """First operation of every deploy: this host is ours for the run, or it stops here (module docstring).
+
+    Before it, every host's facts are read ahead in one command each (``rigforge/facts/read_ahead.py``).
+    """
     from rigforge.context import run_settings
 
+    read_ahead.install()
+    read_ahead.read_ahead(ctx_state.get(), _deploy_name())  # the State itself, not pyinfra's proxy
     deploy_lock_taken(name=TAKE_NAME, deploy=_deploy_name(), break_lock=run_settings().break_lock)
 
 

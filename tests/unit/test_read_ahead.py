@@ -1,0 +1,159 @@
+"""Facts read ahead in one remote command: the sections, their errors, and the values on a real shell.
+
+The combined command runs on this machine through pyinfra's @local connector (a real shell, the same
+code path as SSH); every value read ahead is compared with the one pyinfra reads on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.host import Host
+from pyinfra.api.state import StateStage
+from pyinfra.facts.files import File, FindInFile, Sha256File
+from pyinfra.facts.server import Command, Hostname, Which
+
+from rigforge.facts import read_ahead
+from rigforge.facts.combined import (
+    MISSING_COMMAND_MARKER,
+    CombinedReadError,
+    FactRead,
+    Section,
+    combined_command,
+    section_value,
+    split_sections,
+)
+from rigforge.facts.packages import DpkgPackages
+
+MARKER = "@@rigforge-read-test"
+TWO = [FactRead.of(File, path="/etc/hostname"), FactRead.of(Hostname)]
+
+
+def framed(*sections: tuple[list[str], int]) -> list[str]:
+    lines: list[str] = []
+    for index, (body, status) in enumerate(sections):
+        lines += [f"{MARKER} {index}", *body, "", f"{MARKER} {index} end {status}"]
+    return lines
+
+
+def test_a_read_is_keyed_as_pyinfra_binds_its_arguments() -> None:
+    assert FactRead.of(File, "/etc/x") == FactRead.of(File, path="/etc/x")
+    assert FactRead.of(FindInFile, "/etc/x", "marker").name == "FindInFile(extended_regex=False, " \
+        "interpolate_variables=False, path=/etc/x, pattern=marker)"
+    assert FactRead.from_record(FactRead.of(Sha256File, path="/a").to_record()) == FactRead.of(Sha256File, "/a")
+
+
+def test_a_record_naming_a_fact_that_is_gone_is_refused() -> None:
+    with pytest.raises(ValueError, match="no fact"):
+        FactRead.from_record({"fact": "rigforge.facts.driver:NoSuchFact", "kwargs": {}})
+    with pytest.raises(ValueError, match="is not a fact"):
+        FactRead.from_record({"fact": "pathlib:Path", "kwargs": {}})
+
+
+def test_sections_split_into_each_facts_lines_and_status() -> None:
+    sections = split_sections(framed((["a", "b"], 0), ([], 1)), TWO, MARKER)
+    assert [(section.lines, section.status) for section in sections] == [(["a", "b"], 0), ([], 1)]
+
+
+def test_an_output_without_its_last_newline_keeps_every_line() -> None:
+    lines = [f"{MARKER} 0", "a", f"{MARKER} 0 end 0", f"{MARKER} 1", "", "", f"{MARKER} 1 end 0"]
+    sections = split_sections(lines, TWO, MARKER)
+    assert sections[0].lines == ["a"] and sections[1].lines == [""]
+
+
+@pytest.mark.parametrize(("lines", "named"), [
+    (framed((["a"], 0))[:4], "Hostname()"),                                       # second section missing
+    (framed((["a"], 0), (["b"], 0))[:-1], "Hostname()"),                          # not terminated
+    ([f"{MARKER} 1", "b", f"{MARKER} 1 end 0"], "File(path=/etc/hostname)"),      # out of order
+    ([f"{MARKER} 0", "a", f"{MARKER} 0 end ?", *framed((["b"], 0))[4:]], "File(path=/etc/hostname)"),
+    ([], "File(path=/etc/hostname)"),                                             # nothing at all
+])
+def test_a_missing_or_garbled_section_is_an_error_naming_the_fact(lines: list[str], named: str) -> None:
+    with pytest.raises(CombinedReadError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        split_sections(lines, TWO, MARKER)
+
+
+def test_output_after_the_last_section_is_an_error() -> None:
+    with pytest.raises(CombinedReadError, match="after the last"):
+        split_sections(framed((["a"], 0), (["b"], 0)) + ["stray"], TWO, MARKER)
+
+
+def test_a_failed_or_unparsable_section_is_left_for_pyinfra_to_read() -> None:
+    packages = FactRead.of(DpkgPackages)
+    assert section_value(packages, Section(["ii  curl  7.88.1-10  amd64  tool"], 1)) == (False, None)
+    assert section_value(FactRead.of(Which, command="nvidia-smi"), Section([MISSING_COMMAND_MARKER])) == (False, None)
+    assert section_value(FactRead.of(Hostname), Section([])) == (True, None)  # empty output: the fact's default
+
+
+@pytest.fixture
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[State, Host]]:
+    monkeypatch.setenv("RIGFORGE_READS_DIR", str(tmp_path / "reads"))
+    state = State(Inventory((["@local"], {})), Config())
+    connect_all(state)
+    state.set_stage(StateStage.Prepare)
+    read_ahead.install()
+    yield state, state.inventory.get_host("@local")
+
+
+def counted(host: Host, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    sent: list[str] = []
+    original = type(host.connector).run_shell_command
+
+    def run(self, command, **kwargs):  # noqa: ANN001, ANN202 - pyinfra's signature
+        sent.append(str(command))
+        return original(self, command, **kwargs)
+
+    monkeypatch.setattr(type(host.connector), "run_shell_command", run)
+    return sent
+
+
+def test_recorded_reads_come_back_in_one_command_with_pyinfra_own_values(
+        local: tuple[State, Host], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, host = local
+    target = tmp_path / "managed.conf"
+    target.write_text("# managed by rigforge\nvalue = 1\n")
+    reads = [FactRead.of(File, path=str(target)), FactRead.of(Sha256File, path=str(target)),
+             FactRead.of(FindInFile, path=str(target), pattern="managed by rigforge"),
+             FactRead.of(File, path=str(tmp_path / "absent")), FactRead.of(Command, command="printf 'x\\n\\n'"),
+             FactRead.of(Command, command="exit 3")]
+    read_ahead.save_reads(read_ahead.record_path("deploys/test.py", host.name), reads)
+    direct = {read: read_ahead._original_get_fact(state, host, read.fact, kwargs=read.kwargs) for read in reads[:5]}
+    sent = counted(host, monkeypatch)
+    read_ahead.read_ahead(state, "deploys/test.py")
+    assert len(sent) == 1
+    values = {read: host.get_fact(read.fact, **read.kwargs) for read in reads[:5]}
+    assert values == direct and len(sent) == 1
+    assert values[reads[4]] == "x\n"  # pyinfra's own trailing-line handling, not the framing's
+    with pytest.raises(PyinfraError, match="No hosts remaining"):  # the only host failed on its fact
+        host.get_fact(Command, command="exit 3")  # failed ahead: pyinfra reads (and fails) it on its own
+    assert len(sent) == 2 and host in state.failed_hosts
+
+
+def test_a_command_that_may_change_the_host_drops_the_read_ahead(
+        local: tuple[State, Host], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, host = local
+    target = tmp_path / "file"
+    target.write_text("before\n")
+    read_ahead.save_reads(read_ahead.record_path("deploys/drop.py", host.name), [FactRead.of(Sha256File, str(target))])
+    read_ahead.read_ahead(state, "deploys/drop.py")
+    before = host.get_fact(Sha256File, path=str(target))
+    with read_ahead.not_a_change(host):
+        host.run_shell_command("true")
+    assert host.get_fact(Sha256File, path=str(target)) == before
+    host.run_shell_command(f"echo after > {target}")
+    assert host.get_fact(Sha256File, path=str(target)) != before
+
+
+def test_every_read_of_the_run_is_recorded_for_the_next(local: tuple[State, Host], tmp_path: Path) -> None:
+    state, host = local
+    read_ahead.read_ahead(state, "deploys/record.py")
+    host.get_fact(File, path=str(tmp_path))
+    host.get_fact(Hostname)
+    read_ahead._save_all()
+    recorded = read_ahead.load_reads(read_ahead.record_path("deploys/record.py", host.name))
+    assert recorded == [FactRead.of(File, path=str(tmp_path)), FactRead.of(Hostname)]
