@@ -24,7 +24,6 @@ from rigforge.facts.combined import (
     CombinedReadError,
     FactRead,
     Section,
-    combined_command,
     section_value,
     split_sections,
 )
