@@ -12,6 +12,11 @@ variant counts every remote command each host got (pyinfra's "Running command on
 the read-ahead, the deploy lock and operations alike) and the controller's peak memory (the child's own
 ``ru_maxrss``), and it prints the ratios side by side.
 
+Every timed run also reports CPU seconds on both sides: the controller's (pyinfra's own rusage) and the sandbox
+hosts' (their containers' cgroup CPU counters: sshd, the shells, the commands). On a real fleet each rig spends
+its own CPU; here every sandbox host's sshd shares this machine's cores with the controller, so the fleet's
+wall time includes work that a rack of rigs does in parallel.
+
     .venv/bin/python measurements/noop_speed.py [--hosts 16] [--repeats 5] [--keep]
 """
 
@@ -45,7 +50,7 @@ class Variant:
     label: str
     inventory: Path
     deploy: str
-    hosts: int
+    hosts: list[str]
     args: tuple[str, ...] = ()
 
 
@@ -57,21 +62,54 @@ class Run:
     returncode: int
     max_rss_mib: float
     output: str
+    controller_cpu: float = 0.0
+    hosts_cpu: float | None = None
 
 
-def pyinfra(inventory: Path, deploy: str, *args: str, verbose: bool = False) -> Run:
-    """Run ``pyinfra -y`` once from the repository root; the child's own rusage gives its peak memory."""
+def container_cpu_files(names: list[str]) -> list[Path]:
+    """The cgroup CPU counter of each sandbox host's container (cgroup v1 or v2); empty when unreadable."""
+    ids = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", *(f"rigforge-{name}" for name in names)],
+                         capture_output=True, text=True, check=False).stdout.split()
+    files = []
+    for container_id in ids:
+        for candidate in (Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage"),
+                          Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat")):
+            if candidate.exists():
+                files.append(candidate)
+                break
+    return files if len(files) == len(names) else []
+
+
+def cpu_seconds(files: list[Path]) -> float:
+    """CPU seconds the containers have used so far (v1: nanoseconds; v2: ``usage_usec`` in cpu.stat)."""
+    total = 0.0
+    for path in files:
+        text = path.read_text()
+        if path.name == "cpuacct.usage":
+            total += int(text) / 1e9
+        else:
+            total += int(re.search(r"^usage_usec (\d+)", text, re.M)[1]) / 1e6
+    return total
+
+
+def pyinfra(inventory: Path, deploy: str, *args: str, verbose: bool = False,
+            host_cpu_files: list[Path] | None = None) -> Run:
+    """Run ``pyinfra -y`` once from the repository root; the child's own rusage gives its peak memory and
+    CPU, the hosts' cgroup counters theirs."""
     cmd = [sys.executable, "-m", "pyinfra", "-y", *(["--debug"] if verbose else []), str(inventory), deploy, *args]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with tempfile.TemporaryFile("w+") as output:
+        hosts_before = cpu_seconds(host_cpu_files) if host_cpu_files else None
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
+        hosts_cpu = cpu_seconds(host_cpu_files) - hosts_before if hosts_before is not None else None
         proc.returncode = os.waitstatus_to_exitcode(status)
         output.seek(0)
-        return Run(seconds, proc.returncode, usage.ru_maxrss / 1024, output.read())
+        return Run(seconds, proc.returncode, usage.ru_maxrss / 1024, output.read(),
+                   usage.ru_utime + usage.ru_stime, hosts_cpu)
 
 
 def checked(run: Run, what: str) -> Run:
@@ -126,33 +164,50 @@ def main() -> int:
         checked(pyinfra(fleet, "deploys/host.py"), f"converging {args.hosts} hosts (host.py)")
         print(f"converged in {time.perf_counter() - started:.0f} s", flush=True)
         variants = [
-            Variant("full 1", one, "deploys/full.py", 1, ("--data", "bench=false")),
-            Variant("host 1", one, "deploys/host.py", 1),
-            Variant(f"host {args.hosts}", fleet, "deploys/host.py", args.hosts),
+            Variant("full 1", one, "deploys/full.py", names[:1], ("--data", "bench=false")),
+            Variant("host 1", one, "deploys/host.py", names[:1]),
+            Variant(f"host {args.hosts}", fleet, "deploys/host.py", names),
         ]
+        cpu_files = {variant.label: container_cpu_files(variant.hosts) for variant in variants}
         for variant in variants:
             first = pyinfra(variant.inventory, variant.deploy, *variant.args)
             checked(first, f"{variant.label} (untimed first no-op)")
         seconds: dict[str, list[float]] = {variant.label: [] for variant in variants}
+        controller_cpu: dict[str, list[float]] = {variant.label: [] for variant in variants}
+        hosts_cpu: dict[str, list[float]] = {variant.label: [] for variant in variants}
         for repeat in range(1, args.repeats + 1):
             for variant in variants:
-                run = checked(pyinfra(variant.inventory, variant.deploy, *variant.args), variant.label)
+                run = checked(pyinfra(variant.inventory, variant.deploy, *variant.args,
+                                      host_cpu_files=cpu_files[variant.label]), variant.label)
                 seconds[variant.label].append(run.seconds)
+                controller_cpu[variant.label].append(run.controller_cpu)
+                if run.hosts_cpu is not None:
+                    hosts_cpu[variant.label].append(run.hosts_cpu)
             print(f"repeat {repeat}/{args.repeats}: "
                   + ", ".join(f"{label} {values[-1]:.2f} s" for label, values in seconds.items()), flush=True)
         print()
         print(f"no-op runs on converged sandbox hosts, {args.repeats} interleaved repeats, {os.cpu_count()} cores")
-        print(f"{'variant':<10} {'wall median (min-max)':<26} {'commands/host':>14} {'peak RSS':>10}")
+        print(f"{'variant':<10} {'wall median (min-max)':<26} {'commands/host':>14} {'peak RSS':>10} "
+              f"{'controller CPU':>15} {'hosts CPU':>10}")
         for variant in variants:
             counted = checked(pyinfra(variant.inventory, variant.deploy, *variant.args, verbose=True),
                               f"{variant.label} --debug")
             per_host = commands_per_host(counted.output)
             commands = "/".join(str(n) for n in sorted(set(per_host.values()))) or "0"
+            host_side = (f"{statistics.median(hosts_cpu[variant.label]):8.2f} s" if hosts_cpu[variant.label]
+                         else f"{'n/a':>10}")
             print(f"{variant.label:<10} {spread(seconds[variant.label]):<26} {commands:>14} "
-                  f"{counted.max_rss_mib:7.0f} MiB")
+                  f"{counted.max_rss_mib:7.0f} MiB {statistics.median(controller_cpu[variant.label]):13.2f} s "
+                  f"{host_side}")
         fleet_label = variants[2].label
-        ratio = statistics.median(seconds[fleet_label]) / statistics.median(seconds["host 1"])
-        print(f"\n{fleet_label} / host 1 (median wall): {ratio:.2f}x")
+
+        def ratio(measured: dict[str, list[float]]) -> str:
+            if not measured[fleet_label] or not measured["host 1"]:
+                return "n/a"
+            return f"{statistics.median(measured[fleet_label]) / statistics.median(measured['host 1']):.2f}x"
+
+        print(f"\n{fleet_label} / host 1, medians: wall {ratio(seconds)}, controller CPU {ratio(controller_cpu)}, "
+              f"hosts' CPU {ratio(hosts_cpu)} (for {args.hosts} hosts)")
     finally:
         if not args.keep:
             down(names, state_dir)
