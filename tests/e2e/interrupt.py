@@ -15,9 +15,12 @@ from tests.e2e.pyinfra_run import REPO_ROOT, pyinfra_command
 
 
 def interrupt_when(inventory: Path, deploy: str, log: Path, ready: Callable[[], bool], sig: signal.Signals,
-                   timeout_s: float = 600, exit_timeout_s: float = 60) -> None:
+                   timeout_s: float = 600, exit_timeout_s: float = 60,
+                   after_signal: Callable[[], None] | None = None) -> None:
     """Run ``deploy`` in the background and send ``sig`` to it once ``ready()`` says the step is under way;
-    wait up to ``exit_timeout_s`` for it to end (after Ctrl-C pyinfra first finishes the command under way)."""
+    wait up to ``exit_timeout_s`` for it to end (after Ctrl-C pyinfra first finishes the command under way).
+    ``after_signal`` runs right after the signal (e.g. closing a stalled connection, so that the command under
+    way cannot finish)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with log.open("w") as out:  # a file: a full pipe would stall pyinfra
         run = subprocess.Popen(pyinfra_command(inventory, deploy), cwd=REPO_ROOT, env=env, stdout=out,
@@ -29,6 +32,8 @@ def interrupt_when(inventory: Path, deploy: str, log: Path, ready: Callable[[], 
             assert time.monotonic() < deadline, f"the step under test never started:\n{log.read_text()[-3000:]}"
             time.sleep(0.3)
         run.send_signal(sig)
+        if after_signal is not None:
+            after_signal()
         # pyinfra answers Ctrl-C with "Exiting upon user request!" and status 0; only its ending is asserted.
         run.wait(timeout=exit_timeout_s)
     finally:

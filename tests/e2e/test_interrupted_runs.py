@@ -38,7 +38,13 @@ from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
 from tests.e2e.interrupt import interrupt_when, processes
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
-from tests.e2e.serve_helpers import ask_capital_of_france, service_show
+from tests.e2e.serve_helpers import (
+    SshProxy,
+    ask_capital_of_france,
+    known_hosts_for_port,
+    proxied_inventory,
+    service_show,
+)
 
 DEPLOY = "deploys/serve.py"
 PROFILE = load_profile("sandbox")
@@ -78,12 +84,23 @@ def converged(rig: Rig, inventory: Path) -> None:
 def test_ctrl_c_in_the_weights_upload(rig: Rig) -> None:
     host = rig.host
     part = f"{MODEL_FILE}.part"
+    # After Ctrl-C pyinfra finishes the command under way: on a fast machine that was the rest of the upload.
+    # The first run goes through a relay that stops passing pyinfra's bytes after two and a bit chunks, so the
+    # upload is stalled midway when Ctrl-C comes, and the relay closes right after it.
+    proxy = SshProxy(host.port, pause_after=int(2.4 * UPLOAD_CHUNK_BYTES))
+    known = known_hosts_for_port(rig.sandbox.state.known_hosts_path, host.port, proxy.port, rig.tmp / "known_hosts")
+    through_proxy = proxied_inventory(rig.tmp / "proxied.py", rig.sandbox.state_dir, host, proxy, known,
+                                      rig.overrides)
 
-    def upload_under_way() -> bool:
+    def upload_stalled() -> bool:
         size = exec_in(host, f"stat -c %s {part} 2>/dev/null").stdout.strip()
-        return bool(size) and int(size) >= UPLOAD_CHUNK_BYTES
+        return proxy.paused.is_set() and size == str(2 * UPLOAD_CHUNK_BYTES)
 
-    interrupt_when(rig.inventory, DEPLOY, rig.tmp / "weights.log", upload_under_way, signal.SIGINT)
+    try:
+        interrupt_when(through_proxy, DEPLOY, rig.tmp / "weights.log", upload_stalled, signal.SIGINT,
+                       after_signal=proxy.close)
+    finally:
+        proxy.close()
     assert exec_in(host, f"test -e {MODEL_FILE}").returncode != 0  # never a final name on unverified bytes
     stored = int(exec_in(host, f"stat -c %s {part}").stdout)
 
