@@ -10,7 +10,10 @@ engine answered) would remove the owner's Docker CE. On one sandbox host:
   aside to where that dockerd looks for it, so nothing answers on /var/run/docker.sock until
   docker.service starts. NVIDIA's container toolkit is the usual stand-in.
 - The owner's objects are real, on the machine's engine: a running container, a stopped one, an image tag
-  and a volume, plus ``data-root`` and ``registry-mirrors`` in the host's daemon.json.
+  and a volume, plus ``data-root`` and ``registry-mirrors`` in the host's daemon.json. rigforge writes
+  daemon.json only through ``nvidia-ctk runtime configure``; the real tool loads the file as a map and adds
+  ``runtimes.nvidia`` to it, keeping every other key (NVIDIA/nvidia-container-toolkit,
+  pkg/config/engine/docker/docker.go, ``AddRuntime``, commit 06aa43fe0910), as the stand-in ``nvidia-ctk`` does.
 
 The container layer (base + container roles, on the 2x-pix profile) must leave the Docker CE packages
 installed, never install docker.io, start the owner's docker.service, add the nvidia runtime beside the
