@@ -111,7 +111,8 @@ def engine_loaded_runtime(runtime: str = "nvidia"):
                        f"restart it where it runs to load the {runtime} runtime")
         host.noop(f"engine not managed here; {runtime} runtime configured in {DAEMON_JSON} only")
     else:
-        yield StringCommand("systemctl", "reload", "docker.service")
+        # reload-or-restart: a reload of the running engine (both units define ExecReload), a start if it stopped.
+        yield StringCommand("systemctl", "reload-or-restart", "docker.service")
 
 
 @operation()

@@ -32,6 +32,9 @@ from pathlib import Path
 import pytest
 from pyinfra_run import PyinfraResult, assert_no_changes, changed_ops, run_pyinfra
 
+from rigforge.docker_install import docker_install, docker_row
+from rigforge.facts.docker import DockerEngine, DockerSetup
+from rigforge.facts.packages import DpkgPackages
 from rigforge.sandbox import SandboxHost, exec_in
 from tests.standins.docker_ce import ENGINE_SOCKET, build_debs
 from tests.standins.nvidia_container_toolkit import build_repo, serve_in_host
@@ -67,6 +70,7 @@ class Rig:
     started_at: str
     remove_simulation: str
     first: PyinfraResult
+    work: Path
 
 
 def _sh(host: SandboxHost, command: str, timeout: float = 300) -> str:
@@ -140,7 +144,7 @@ def rig(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         assert _statuses(host) == [f"{name} install ok installed" for name in CE_PACKAGES]
         assert _sh(host, "systemctl is-active docker.service || true") == "inactive"
         first = run_pyinfra(inventory, deploy)
-        yield Rig(host, inventory, deploy, owner, started_at, remove_simulation, first)
+        yield Rig(host, inventory, deploy, owner, started_at, remove_simulation, first, work)
     finally:
         _remove_owner_objects(owner)
 
@@ -191,3 +195,20 @@ def test_second_run_changes_nothing_and_restarts_nothing(rig: Rig) -> None:
     assert _sh(rig.host, unit) == before
     assert _statuses(rig.host) == [f"{name} install ok installed" for name in CE_PACKAGES]
     assert _machine("inspect", "-f", "{{.State.StartedAt}}", rig.owner.running) == rig.started_at
+
+
+def test_the_facts_and_the_table_row_read_this_rig(rig: Rig) -> None:
+    outputs = {}
+    for fact in (DockerSetup, DockerEngine, DpkgPackages):
+        outputs[fact] = _sh(rig.host, fact().command())
+        (rig.work / f"fact-{fact.__name__}-dce.txt").write_text(outputs[fact] + "\n")  # kept for fixtures
+    setup = DockerSetup().process(outputs[DockerSetup].splitlines())
+    engine = DockerEngine().process(outputs[DockerEngine].splitlines())
+    install = docker_install(DpkgPackages().process(outputs[DpkgPackages].splitlines()), setup)
+    assert (setup.cli, setup.cli_package) == ("/usr/bin/docker", "docker-ce-cli")
+    assert setup.daemon_keys == ("data-root", "registry-mirrors", "runtimes")
+    running = {c.name for c in setup.running}
+    assert rig.owner.running in running and rig.owner.stopped not in running
+    assert install.kind == "docker-ce" and install.package_names == ("docker-ce", "docker-ce-cli", "containerd.io")
+    row = docker_row(install, engine, setup)
+    assert not row.blocking and "daemon.json keys: data-root, registry-mirrors" in row.found
