@@ -1,8 +1,9 @@
 """Which Docker a rig already has, and what rigforge does with it: pure functions over the Docker facts.
 
 Debian 12's ``docker.io`` declares ``Conflicts: docker-ce, docker-ce-cli, docker-ce-rootless-extras`` and
-depends on Debian's ``containerd``, which Docker's ``containerd.io`` conflicts with: ``apt-get install
-docker.io`` on a rig with Docker CE removes Docker CE. So rigforge installs ``docker.io`` only on a rig with
+depends on Debian's ``containerd``, which Docker's ``containerd.io`` conflicts with: apt can install
+``docker.io`` on a rig with Docker CE only by removing Docker CE (apt 2.6 on Debian 12 gives up with an
+error instead, checked on the stand-in packages). So rigforge installs ``docker.io`` only on a rig with
 no Docker at all, uses Docker CE as it is (running or stopped), and never installs over anything else.
 ``docker_row`` is that decision as one row of the "what is already there" table.
 """
@@ -117,7 +118,7 @@ def docker_row(install: DockerInstall, engine: EngineState, setup: DockerOwnerSe
             "Docker", f"Docker CE ({packages}); {state}", "Docker's repository (download.docker.com)",
             "use it: never install docker.io; start its docker.service when no engine answers; add the nvidia runtime "
             f"(loaded by a reload, containers keep running); {kept}",
-            "docker.io declares Conflicts: docker-ce, docker-ce-cli: installing it would remove Docker CE",
+            "docker.io declares Conflicts: docker-ce, docker-ce-cli: apt could install it only by removing Docker CE",
             blocking=False)
     if install.kind == "docker.io":
         return DockerRow("Docker", f"docker.io ({packages}); {state}", "the distribution's packages",

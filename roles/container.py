@@ -3,8 +3,8 @@
 The engine rigforge installs is Debian/Ubuntu's own ``docker.io`` package: it comes from the distribution
 archive the rig already trusts (no third repository and key to keep), gets the distribution's security
 updates, and is what NVIDIA's toolkit guide supports next to Docker CE. It is installed only on a rig
-without any Docker (rigforge/docker_install.py): ``docker.io`` conflicts with Docker CE, so installing it
-would remove an owner's Docker CE.
+without any Docker (rigforge/docker_install.py): ``docker.io`` conflicts with Docker CE, so apt could
+install it only by removing an owner's Docker CE.
 
 Which engine the role manages, decided from ``docker_install`` and the ``DockerEngine`` fact:
 

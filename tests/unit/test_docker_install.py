@@ -96,3 +96,20 @@ def test_rows_for_docker_io_and_none() -> None:
     ours = docker_row(DockerInstall("docker.io", (("docker.io", "20.10.24"),), "/usr/bin/docker", "docker.io"),
                       _engine("ctr1"), NO_SETUP)
     assert ours.source == "the distribution's packages" and "engine 20.10.24+dfsg1 running" in ours.found
+
+
+def test_docker_ce_rig_captured_after_the_container_layer() -> None:
+    from rigforge.facts.packages import DpkgPackages
+
+    dpkg = DpkgPackages().process((FIXTURES / "fact-DpkgPackages-dce.txt").read_text().splitlines())
+    setup, engine = _setup("dce"), _engine("dce")
+    install = docker_install(dpkg, setup)
+    assert install.kind == "docker-ce" and install.cli_package == "docker-ce-cli"
+    assert dict(install.packages)["docker-ce"] == "5:28.5.1-1~debian.12~bookworm"
+    assert engine.answers and not engine.external and "nvidia" in engine.runtimes
+    assert setup.daemon_keys == ("data-root", "registry-mirrors", "runtimes")
+    assert [(c.name, c.status) for c in setup.containers] == [("owner-stopped-2bee", "created"),
+                                                              ("owner-run-2bee", "running")]
+    row = docker_row(install, engine, setup)
+    assert row.found.startswith("Docker CE (docker-ce 5:28.5.1-1~debian.12~bookworm, docker-ce-cli ")
+    assert "2 containers (1 running); daemon.json keys: data-root, registry-mirrors" in row.found
