@@ -29,7 +29,7 @@ host.apply_host()
 # --- end host layer ---
 
 # --- container layer ---
-# The Docker engine with NVIDIA's container toolkit (daemon restarted only when the nvidia runtime must be
+# The Docker engine with NVIDIA's container toolkit (daemon reloaded only when the nvidia runtime must be
 # loaded), then the engine image: built under a content-hash tag only when an input changed (30-90 minutes
 # the first time), with the JIT cache volume emptied when the image changes. See deploys/images.py.
 container.apply_container()

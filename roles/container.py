@@ -1,20 +1,28 @@
 """Container role: the Docker engine, and NVIDIA's container toolkit with its runtime loaded by the engine.
 
-The engine is Debian/Ubuntu's own ``docker.io`` package: it comes from the distribution archive the rig
-already trusts (no third repository and key to keep), gets the distribution's security updates, and is
-what NVIDIA's toolkit guide supports next to Docker CE. An engine that already answers on
-/var/run/docker.sock is used as it is (a Docker CE installed by the rig's owner is not replaced).
+The engine rigforge installs is Debian/Ubuntu's own ``docker.io`` package: it comes from the distribution
+archive the rig already trusts (no third repository and key to keep), gets the distribution's security
+updates, and is what NVIDIA's toolkit guide supports next to Docker CE. It is installed only on a rig
+without any Docker (rigforge/docker_install.py): ``docker.io`` conflicts with Docker CE, so apt could
+install it only by removing an owner's Docker CE.
 
-Which engine the role manages, decided from the ``DockerEngine`` fact:
+Which engine the role manages, decided from ``docker_install`` and the ``DockerEngine`` fact:
 
-- no engine answers, or this host's systemd runs it (docker.service active): the role installs
-  ``docker.io`` when needed, keeps docker.service enabled and running, and restarts it only when
+- Docker CE (``docker-ce``, ``docker-ce-cli``, ``containerd.io``), running or stopped: never replaced.
+  The role installs nothing of Docker's, starts and enables its docker.service when no engine answers,
+  and adds NVIDIA's runtime (the owner's daemon.json keys kept, the engine reloaded, not restarted);
+- no Docker, or ``docker.io``, with no engine answering or this host's systemd running it: the role
+  installs ``docker.io`` when needed, keeps docker.service enabled and running, and reloads it only when
   daemon.json names a runtime the running engine has not loaded;
 - an engine answers but this host's systemd does not run it (a socket mounted from elsewhere, as on the
-  sandbox hosts, or a daemon started by hand): the role leaves that engine alone. It masks this host's
-  docker.service and docker.socket before installing ``docker.io`` for the client, so the package's
-  daemon never fights the outside engine for the socket, and it restarts nothing: a runtime configured
-  here is reported as to be loaded where the engine runs.
+  sandbox hosts, or a daemon started by hand): the role leaves that engine alone. Without a ``docker``
+  command it masks this host's docker.service and docker.socket before installing ``docker.io`` for the
+  client, so the package's daemon never fights the outside engine for the socket, and it reloads
+  nothing: a runtime configured here is reported as to be loaded where the engine runs;
+- another Docker (moby, podman-docker, a ``docker`` no package owns) with no engine answering: the host
+  stops at this layer, changing nothing; rigforge never installs ``docker.io`` over it.
+
+No container, image or volume is ever stopped, removed or pruned here.
 """
 
 from __future__ import annotations
@@ -27,8 +35,11 @@ from pyinfra.operations import apt as pyinfra_apt
 from pyinfra.operations import files, systemd
 
 from rigforge.context import current_profile
+from rigforge.docker_install import DockerInstall, docker_install, replacing_would_block
+from rigforge.facts.docker import DockerEngine, DockerSetup, EngineState
+from rigforge.facts.packages import DpkgPackages
 from rigforge.operations import apt
-from rigforge.operations.docker import DockerEngine, engine_loaded_runtime, nvidia_runtime_configured
+from rigforge.operations.docker import engine_loaded_runtime, nvidia_runtime_configured, other_docker_kept
 from rigforge.operations.files import managed_file
 from rigforge.profile import AptRepo
 from rigforge.profile.loader import ProfileError
@@ -52,11 +63,17 @@ def repo_url(template: str, arch: str, distro: str) -> str:
     return template.replace("{arch}", arch).replace("{distro}", distro)
 
 
-def _install_engine(external: bool, has_cli: bool, answers: bool) -> None:
+def _install_engine(install: DockerInstall, engine: EngineState) -> None:
+    external, has_cli = engine.external, engine.cli is not None
+    if install.kind == "other":
+        found = ", ".join(f"{n} {v}" for n, v in install.packages) or f"{install.cli} (no package owns it)"
+        other_docker_kept(name="Keep the Docker found on the rig (never install docker.io over it)",
+                          found=found, blocking=replacing_would_block(install, engine))
+        return
     if external:
         logger.info(f"[{host.name}] Docker engine on /var/run/docker.sock is not run by this host's systemd: "
                     "using it as it is (client only, no restarts)")
-        if has_cli:
+        if has_cli or install.kind == "docker-ce":
             return
         for unit in ENGINE_UNITS:
             # A unit linked to /dev/null is masked: the package's daemon cannot take the socket over.
@@ -64,7 +81,10 @@ def _install_engine(external: bool, has_cli: bool, answers: bool) -> None:
                        target="/dev/null")
         apt.packages(name="Install the Docker client (docker.io)", packages=["docker.io"])
         return
-    if not answers or not has_cli:
+    if install.kind == "docker-ce":
+        logger.info(f"[{host.name}] Docker CE is installed ({', '.join(install.package_names)}): using it, "
+                    "never installing docker.io over it")
+    elif not engine.answers or not has_cli:
         apt.packages(name="Install the Docker engine (docker.io)", packages=["docker.io"])
     systemd.service(name="Keep docker.service enabled and running", service="docker.service",
                     running=True, enabled=True)
@@ -79,7 +99,7 @@ def _install_toolkit(repo: AptRepo) -> None:
     apt.packages(name="Install nvidia-container-toolkit", packages=["nvidia-container-toolkit"])
     files.directory(name="Create /etc/docker", path="/etc/docker", mode="755", user="root", group="root")
     nvidia_runtime_configured(name="Add the nvidia runtime to daemon.json (nvidia-ctk, only when missing)")
-    engine_loaded_runtime(name="Restart Docker when the nvidia runtime is configured but not loaded")
+    engine_loaded_runtime(name="Reload Docker when the nvidia runtime is configured but not loaded")
 
 
 @deploy("Container runtime")
@@ -90,7 +110,8 @@ def apply_container() -> None:
     if container is None:
         return
     engine = host.get_fact(DockerEngine)
-    _install_engine(engine.external, engine.cli is not None, engine.answers)
+    install = docker_install(host.get_fact(DpkgPackages) or {}, host.get_fact(DockerSetup))
+    _install_engine(install, engine)
     if container.nvidia_toolkit:
         if container.toolkit_repo is None:
             raise ProfileError(f"profile {profile.name}: container.nvidia_toolkit needs container.toolkit_repo")

@@ -1,4 +1,4 @@
-"""Docker facts and check-then-act operations: engine state, NVIDIA runtime, images by tag, JIT cache volume.
+"""Docker check-then-act operations: NVIDIA runtime, images by tag, JIT cache volume (facts: rigforge.facts.docker).
 
 Each operation reads a fact, compares it with what is wanted and yields commands only when they are
 needed, so a converged host plans nothing (``docker.build`` in pyinfra checks tags only, and
@@ -7,98 +7,19 @@ needed, so a converged host plans nothing (``docker.build`` in pyinfra checks ta
 
 from __future__ import annotations
 
-import json
 import shlex
-from dataclasses import dataclass
+from typing import Any
 
-from pyinfra import host, logger
-from pyinfra.api import FactBase, OperationError, QuoteString, StringCommand, operation
+from pyinfra import host, logger, state
+from pyinfra.api import FactBase, FunctionCommand, OperationError, QuoteString, StringCommand, operation
+from pyinfra.api.state import StateStage
+from pyinfra.context import ctx_host
 from pyinfra.facts.files import Sha256File
 
-DOCKER_SOCKET = "/var/run/docker.sock"
-DAEMON_JSON = "/etc/docker/daemon.json"
+from rigforge.facts.docker import DAEMON_JSON, DOCKER_SOCKET, DockerDaemonRuntimes, DockerEngine
+
 #: File at the root of the JIT cache volume naming the image (by ID) whose kernels it may hold.
 JIT_OWNER_FILE = ".rigforge-image"
-
-
-@dataclass(frozen=True)
-class EngineState:
-    """What the host sees of a Docker engine: the CLI, the API on the socket, and who runs the daemon."""
-
-    cli: str | None  # path of the docker CLI, None when not installed
-    server_version: str | None  # None when nothing answers on the socket
-    runtimes: tuple[str, ...]  # runtimes the running engine has loaded
-    systemd_unit: str  # `systemctl is-active docker.service`: active, inactive, failed, unknown…
-
-    @property
-    def answers(self) -> bool:
-        return self.server_version is not None
-
-    @property
-    def external(self) -> bool:
-        """An engine answers on the socket but this host's systemd does not run it (e.g. a mounted socket)."""
-        return self.answers and self.systemd_unit != "active"
-
-
-def parse_engine_state(lines: list[str]) -> EngineState:
-    """Parse the ``key=value`` lines of ``DockerEngine`` (``info`` is the API's /info JSON, or empty)."""
-    values = dict(line.split("=", 1) for line in lines if "=" in line)
-    info: dict = {}
-    if values.get("info", "").strip():
-        try:
-            info = json.loads(values["info"])
-        except json.JSONDecodeError:
-            info = {}
-    version = info.get("ServerVersion") or None
-    return EngineState(
-        cli=values.get("cli", "").strip() or None,
-        server_version=version,
-        runtimes=tuple(sorted(info.get("Runtimes") or {})) if version else (),
-        systemd_unit=values.get("systemd", "").strip() or "unknown",
-    )
-
-
-def configured_runtimes(text: str) -> tuple[str, ...] | None:
-    """Runtime names in daemon.json text: () for no file or no runtimes, None when it is not valid JSON."""
-    if not text.strip():
-        return ()
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    runtimes = config.get("runtimes") if isinstance(config, dict) else None
-    return tuple(sorted(runtimes)) if isinstance(runtimes, dict) else ()
-
-
-class DockerEngine(FactBase[EngineState]):
-    """The Docker CLI, the engine answering on /var/run/docker.sock (asked with curl) and docker.service."""
-
-    def command(self) -> str:
-        # The API is asked before systemctl: a socket-activated docker.service is started by the question.
-        # curl reaches the socket without the CLI (a mounted socket); the CLI answers where curl is missing.
-        return (
-            'echo "cli=$(command -v docker || true)"; '
-            f'echo "info=$(curl -sf --max-time 10 --unix-socket {DOCKER_SOCKET} http://localhost/info '
-            "|| docker info --format '{{json .}}' 2>/dev/null || true)\"; "
-            'echo "systemd=$(systemctl is-active docker.service 2>/dev/null || true)"'
-        )
-
-    def process(self, output: list[str]) -> EngineState:
-        return parse_engine_state(output)
-
-
-class DockerDaemonRuntimes(FactBase[tuple[str, ...] | None]):
-    """Runtimes named in /etc/docker/daemon.json; None when the file is not valid JSON."""
-
-    def command(self) -> str:
-        return f"cat {DAEMON_JSON} 2>/dev/null || true"
-
-    def default(self) -> tuple[str, ...]:
-        # pyinfra gives the default for empty output: no file, or an empty one.
-        return ()
-
-    def process(self, output: list[str]) -> tuple[str, ...] | None:
-        return configured_runtimes("\n".join(output))
 
 
 def _first_line(output: list[str]) -> str | None:
@@ -162,19 +83,22 @@ def nvidia_runtime_configured(runtime: str = "nvidia"):
 @operation()
 def engine_loaded_runtime(runtime: str = "nvidia"):
     """
-    Restart docker.service when daemon.json names a runtime the running engine has not loaded.
+    Reload docker.service when daemon.json names a runtime the running engine has not loaded.
 
     + runtime: runtime that must be loaded once it is configured
 
-    The restart follows the state, not a flag from an earlier operation, so a run interrupted between
-    configuring and restarting still restarts next time. An engine this host's systemd does not run
-    (a socket from elsewhere) is left alone with a warning: it must be restarted where it runs.
+    A reload (SIGHUP: the ``ExecReload`` of Debian's and Docker's docker.service) makes dockerd read
+    daemon.json's runtimes again without stopping anything; a restart would stop every container of the
+    owner's that has no restart policy. The reload follows the state, not a flag from an earlier
+    operation, so a run interrupted between configuring and reloading still reloads next time. An engine
+    this host's systemd does not run (a socket from elsewhere) is left alone with a warning: it must be
+    reloaded where it runs.
 
     **Example:**
 
     .. code:: python
 
-        engine_loaded_runtime(name="Restart Docker to load the nvidia runtime")
+        engine_loaded_runtime(name="Reload Docker to load the nvidia runtime")
     """
     configured = host.get_fact(DockerDaemonRuntimes) or ()
     engine = host.get_fact(DockerEngine)
@@ -187,7 +111,39 @@ def engine_loaded_runtime(runtime: str = "nvidia"):
                        f"restart it where it runs to load the {runtime} runtime")
         host.noop(f"engine not managed here; {runtime} runtime configured in {DAEMON_JSON} only")
     else:
-        yield StringCommand("systemctl", "restart", "docker.service")
+        # reload-or-restart: a reload of the running engine (both units define ExecReload), a start if it stopped.
+        yield StringCommand("systemctl", "reload-or-restart", "docker.service")
+
+
+@operation()
+def other_docker_kept(found: str, blocking: bool):
+    """
+    Fail this host, changing nothing, when getting an engine would mean installing docker.io over another Docker.
+
+    + found: what is installed, in words (packages, or the ``docker`` command no package owns)
+    + blocking: whether the role would have to install over it (``replacing_would_block``)
+
+    **Example:**
+
+    .. code:: python
+
+        other_docker_kept(name="Keep the Docker found on the rig", found="podman-docker 4.3.1", blocking=True)
+    """
+    if not blocking:
+        host.noop(f"no Docker of another kind to install over ({found or 'none'})")
+        return
+    if state.current_stage == StateStage.Prepare:
+        # A dry run never executes the stop below: count the host as failed now so it still exits non-zero.
+        state.failed_hosts.add(ctx_host.get())
+    yield FunctionCommand(_refuse_other_docker, (found,), {})
+
+
+def _refuse_other_docker(state: Any, host: Any, found: str) -> bool:
+    host.log_styled(f"container layer: {found} is installed and no engine answers; rigforge installs docker.io "
+                    "only on a rig without Docker, and never over another one: start its engine (rigforge then "
+                    "uses it) or remove it yourself; nothing was changed by this layer", fg="red",
+                    log_func=logger.error)
+    return False
 
 
 class LiveOutputCommand(StringCommand):

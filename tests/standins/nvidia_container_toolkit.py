@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,15 +104,19 @@ def _release(arch_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_repo(dest: Path) -> StandinRepo:
-    """Build the stand-in repository under ``dest`` (emptied first) and return it."""
+def build_repo(dest: Path, extra: Callable[[Path, Path], list[Path]] | None = None) -> StandinRepo:
+    """Build the stand-in repository under ``dest`` (emptied first) and return it.
+
+    + extra: builds more stand-in packages into the repository, called as ``extra(scratch, arch_dir)``
+      (e.g. ``tests.standins.docker_ce.build_debs``)
+    """
     shutil.rmtree(dest, ignore_errors=True)
     arch_dir = dest / "deb" / _run(["dpkg", "--print-architecture"]).strip()
     arch_dir.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        deb = _build_deb(work, arch_dir)
-        packages = _packages_entry(deb, arch_dir)
+        debs = [_build_deb(work, arch_dir), *(extra(work, arch_dir) if extra else [])]
+        packages = "".join(_packages_entry(deb, arch_dir) for deb in debs)
         (arch_dir / "Packages").write_text(packages)
         (arch_dir / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
         (arch_dir / "Release").write_text(_release(arch_dir))

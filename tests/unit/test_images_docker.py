@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rigforge.operations.docker import DockerEngine, configured_runtimes, parse_engine_state
+from rigforge.facts.docker import DockerEngine, configured_runtimes, parse_engine_state
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "docker"
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from rigforge.facts.docker import configured_runtimes
 from rigforge.images import build_plan, image_ref
-from rigforge.operations.docker import JIT_OWNER_FILE, configured_runtimes
+from rigforge.operations.docker import JIT_OWNER_FILE
 from rigforge.profile import Profile
 
 
