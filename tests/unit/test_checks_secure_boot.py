@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from rigforge.checks import blocking_failures, run_checks
 from rigforge.checks.secure_boot import check_secure_boot, judge_secure_boot
-from rigforge.facts.secure_boot import DKMS_CERT, UBUNTU_CERT, parse_secure_boot
-from rigforge.operations.secure_boot import NOTHING_CHANGED, refusal_line
+from rigforge.facts.secure_boot import DKMS_CERT, UBUNTU_CERT, SecureBoot, parse_secure_boot
+from rigforge.operations.secure_boot import NOTHING_CHANGED, reboot_refusal, refusal_line
 from tests.support_checks import empty_facts, profile
 from tests.support_secure_boot import fact_output
 
@@ -79,3 +79,24 @@ def test_guard_line_is_one_line_with_the_fix() -> None:
     assert line.startswith(f"secure boot on; {DKMS_CERT} is not enrolled: the driver change refused (")
     assert "Key was rejected by service" in line and "nothing was changed on this host" in line
     assert line.endswith(check.fix) and "\n" not in line
+
+
+class _Host:
+    """Answers the one fact the reboot guard reads (hand-written: the guard's logic, not pyinfra's)."""
+
+    def __init__(self, status) -> None:
+        self.status = status
+
+    def get_fact(self, fact: type) -> object:
+        assert fact is SecureBoot
+        return self.status
+
+
+def test_reboot_is_refused_only_for_a_driver_the_firmware_would_reject() -> None:
+    untrusted = _Host(_status("SecureBoot enabled", f"{DKMS_CERT} is not enrolled"))
+    line = reboot_refusal(untrusted, ["nvidia-open"])  # type: ignore[arg-type]
+    assert line is not None and ": the reboot refused (" in line and "the host was not rebooted; fix: mokutil" in line
+    assert reboot_refusal(untrusted, []) is None  # type: ignore[arg-type]  # a profile without a driver
+    enrolled = _Host(_status("SecureBoot enabled", f"{DKMS_CERT} is already enrolled"))
+    assert reboot_refusal(enrolled, ["nvidia-open"]) is None  # type: ignore[arg-type]
+    assert reboot_refusal(_Host(_status("SecureBoot disabled")), ["nvidia-open"]) is None  # type: ignore[arg-type]
