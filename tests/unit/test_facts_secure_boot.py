@@ -42,6 +42,18 @@ def test_real_capture_from_a_machine_without_efi() -> None:
     assert status.enrollment == "untested"
 
 
+def test_captures_come_from_the_current_command() -> None:
+    assert (FIXTURES / "command.txt").read_text().rstrip("\n") == SecureBoot().command()
+
+
+def test_real_capture_from_an_ubuntu_container_without_mokutil() -> None:
+    status = SecureBoot().process((FIXTURES / "nvidia-h100-x1" / "fact-SecureBoot.txt").read_text().splitlines())
+    assert (status.state, status.mokutil) == ("unsupported", False)
+    assert status.detail == "no EFI firmware (/sys/firmware/efi absent)"
+    assert (status.distribution, status.certificate, status.signing_key) == ("ubuntu", UBUNTU_CERT, UBUNTU_KEY)
+    assert (status.certificate_found, status.enrollment) == (False, "untested")
+
+
 def test_debian_framework_conf_leaves_dkms_defaults() -> None:
     framework = (FIXTURES / "dkms-3.0.10-8+deb12u1-framework.conf").read_text()
     assert signing_files(framework, "debian") == (DKMS_KEY, DKMS_CERT)
