@@ -98,7 +98,8 @@ def _row(log: str, name: str) -> list[str]:
     cells: list[str] | None = None
     for line in log.splitlines():
         _, bracket, rest = line.partition("] ")
-        parts = [part.strip() for part in rest.split(" | ")] if bracket else []
+        # Table lines are right-stripped: a row whose last cells are empty ends in " |".
+        parts = [part.strip() for part in (rest + " ").split(" | ")] if bracket else []
         if len(parts) != 5:
             continue
         if parts[0] == name:
