@@ -40,6 +40,7 @@ from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import missing_module_lines
 from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
 from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
+from rigforge.operations.secure_boot import refuse_untrusted_driver
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.updates.record import UpdateRecord, judge_update, recent_baseline
@@ -103,6 +104,8 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     started = run_stamp(datetime.now(timezone.utc))
     results = results_root()
     verb = "Roll back" if plan.rollback else "Update"
+    # Before the drain: a module Secure Boot rejects would bring the rig back without GPUs.
+    refuse_untrusted_driver(name="Refuse a driver Secure Boot would reject")
     bench.install_client(profile)
     baseline = recent_baseline(results, host.name, profile, plan.installed)
     if baseline is None:

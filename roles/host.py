@@ -2,6 +2,8 @@
 
 Order and why:
 
+0. Secure Boot - on with DKMS's key not enrolled, the host stops before any change
+   (``rigforge/operations/secure_boot.py``), ``skip_preflight=true`` or not;
 1. base - packages the later roles call (curl, gnupg, pciutils…) and /etc/rigforge;
 2. modprobe - nouveau is blacklisted and the uvm options are in place before the driver arrives;
 3. driver - NVIDIA's repository, the pinned and held driver, nvidia-persistenced;
@@ -26,6 +28,7 @@ from pyinfra.api.operation import OperationMeta
 from rigforge.context import current_profile, run_settings
 from rigforge.operations.nvidia_apt import RepoPlatform, driver_packages
 from rigforge.operations.reboot import reboot_if_needed, record_pending_reboot
+from rigforge.operations.secure_boot import refuse_untrusted_driver
 from rigforge.profile import Profile
 from roles import base, boot, cuda, driver, modprobe, nccl, tuning
 
@@ -57,6 +60,8 @@ def apply_host() -> None:
     """Make the host what the profile says, rebooting once at the end if (and only if) it must."""
     profile = current_profile()
     settings = run_settings()
+    # Before any change, even past skip_preflight: a module Secure Boot rejects leaves the rig without GPUs.
+    refuse_untrusted_driver(name="Refuse a driver Secure Boot would reject", driver=profile.driver is not None)
     base.apply_base()
     triggers = modprobe.apply_modprobe()
     remember_reboot_triggers(triggers)

@@ -7,8 +7,9 @@ them, and ``deploys/full.py`` stops a host on a blocking failure before changing
 
 Verdicts: ``ok`` matches; ``warn`` differs but the deploy fixes it (``deploy_fixes``), or is advice
 only; ``fail`` differs and matters. Blocking failures are the ones the deploy cannot fix: missing or
-degraded hardware, BAR1 (BIOS), the GPU model, the topology class, and a kernel log that shows a wedged
-GPU or link (``known-failures``: one row per known failure in the kernel log and the engine journal).
+degraded hardware, BAR1 (BIOS), the GPU model, the topology class, a kernel log that shows a wedged
+GPU or link (``known-failures``: one row per known failure in the kernel log and the engine journal), and
+Secure Boot on with DKMS's signing key not enrolled (``secure-boot``: enrolling needs the console).
 """
 
 from rigforge.checks.model import Check, HostFacts, Verdict

@@ -22,6 +22,7 @@ from rigforge.facts import (
     PciGpuReport,
 )
 from rigforge.facts.logs import FailureLogs
+from rigforge.facts.secure_boot import SecureBootStatus
 
 Verdict = Literal["ok", "warn", "fail"]
 
@@ -96,6 +97,7 @@ class HostFacts:
     governors: dict[int, str] | None
     kernel_modules: KernelModules | None = None
     failure_logs: FailureLogs | None = None
+    secure_boot: SecureBootStatus | None = None
 
     @property
     def gpu_count(self) -> int:

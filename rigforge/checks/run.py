@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rigforge.checks import hardware, platform
+from rigforge.checks import hardware, platform, secure_boot
 from rigforge.checks.known_failures import check_known_failures
 from rigforge.checks.model import Check, HostFacts, failed, ok
 from rigforge.facts import (
@@ -31,6 +31,7 @@ from rigforge.facts import (
     PciAcs,
 )
 from rigforge.facts.logs import KnownFailureLogs
+from rigforge.facts.secure_boot import SecureBoot
 from rigforge.profile import Profile
 
 CheckFunction = Callable[[Profile, HostFacts], "Check | None"]
@@ -49,6 +50,7 @@ FACT_SOURCES: dict[str, type] = {
     "governors": CpuGovernors,
     "kernel_modules": NvidiaModuleKernels,
     "failure_logs": KnownFailureLogs,
+    "secure_boot": SecureBoot,
 }
 
 PRESENCE = "gpus"
@@ -78,6 +80,7 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
     platform.check_iommu,
     platform.check_cpu_governor,
     platform.check_kernel_module,
+    secure_boot.check_secure_boot,
     platform.check_model_revision,
 )
 
@@ -85,7 +88,7 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
 CHECK_NAMES: tuple[str, ...] = (
     PRESENCE, "gpu-count", "gpu-model", "compute-capability", "gpu-memory", "bar1", "pcie-gen", "pcie-width",
     "topology", "persistence-mode", "power-limit", "driver", "module-options", "force-p2p", "acs",
-    "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "model-revision",
+    "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "secure-boot", "model-revision",
     "known-failures",
 )
 

@@ -20,6 +20,7 @@ CpuGovernors        dict cpu -> governor                 None (no cpufreq)
 NvidiaModuleKernels KernelModules (per kernel: module)   running kernel only, no module
 NumaLayout          tuple of NumaNode                    ()
 KnownFailureLogs    FailureLogs (kernel, engine lines)   NO_LOGS (no line holds a needle)
+SecureBoot          SecureBootStatus (state, DKMS key)   state "unsupported" (no EFI)
 =================== ==================================== =====================================
 """
 
@@ -46,6 +47,7 @@ from rigforge.facts.kernel import KernelModules, NvidiaModuleKernels
 from rigforge.facts.logs import NO_LOGS, FailureLogs, KnownFailureLogs
 from rigforge.facts.pci import AcsPort, AcsReport, PciAcs
 from rigforge.facts.pci_gpus import NvidiaPciGpus, PciGpu, PciGpuReport
+from rigforge.facts.secure_boot import SecureBoot, SecureBootStatus
 from rigforge.facts.topology import GpuTopology, NvidiaTopology, link_class, link_rank, worst_gpu_link
 
 __all__ = [
@@ -76,6 +78,8 @@ __all__ = [
     "PciAcs",
     "PciGpu",
     "PciGpuReport",
+    "SecureBoot",
+    "SecureBootStatus",
     "cmdline_has",
     "cmdline_value",
     "link_class",

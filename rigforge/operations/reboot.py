@@ -18,6 +18,9 @@ pyinfra's ``server.reboot`` waits for /proc/uptime to drop, which never happens 
 marker is written to /run before the reboot: connected again and the marker gone means rebooted.
 Afterwards the reasons are checked again: a driver that still does not load is an error.
 
+A host whose profile installs a driver is never rebooted while Secure Boot would reject the module DKMS
+signs (rigforge/operations/secure_boot.py): the operation fails with the fix instead.
+
 With ``allow_reboot=false`` the operation fails with "reboot required because …", so the deploy
 exits non-zero and says what to do.
 """
@@ -41,6 +44,7 @@ from rigforge.facts.host import KernelCmdline, cmdline_has
 from rigforge.facts.packages import BootEnvironment, DpkgPackages, NvidiaSmiVersions
 from rigforge.operations.followup import changed_this_run
 from rigforge.operations.nvidia_apt import installed_driver_version
+from rigforge.operations.secure_boot import log_refusal, reboot_refusal
 
 PENDING_FILE = "/run/rigforge/reboot-required"
 REBOOTING_MARKER = "/run/rigforge/rebooting"
@@ -157,6 +161,10 @@ def reboot_if_needed(triggers: Sequence[tuple[OperationMeta, str]] = (), kernel_
         host.noop("no reboot needed")
         return
     because = "; ".join(reasons)
+    refusal = reboot_refusal(host, driver_packages)  # never into a driver whose module Secure Boot rejects
+    if refusal:
+        yield FunctionCommand(log_refusal, (refusal,), {})
+        return
     if not allow_reboot:
         yield FunctionCommand(_refuse, (because,), {})
         return
