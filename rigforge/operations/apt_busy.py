@@ -173,6 +173,9 @@ def before_apt(minutes: float | None = None, installs: bool = True) -> list[Stri
     """The commands an apt operation with something to do yields before its own: the lock wait, then, once
     per host and run and only before an install, the repair of what dpkg left unfinished.
 
+    Decided in full before the first command is yielded (a list, not a generator): pyinfra's dry run runs
+    an operation only up to its first command, and the repair, its line and a refusal must show there.
+
     + minutes: the lock wait bound; None: the profile's ``apt.lock_wait_minutes``
     + installs: the operation installs packages (not only ``apt-get update`` or ``apt-mark``)
     """

@@ -188,6 +188,9 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
     old_versions = {current[name] for name in missing if name in current}
     unhold = sorted({name for old in old_versions for name in packages_at_version(installed, old)
                      if installed[name].held})
+    change = ", ".join(f"{name} {current.get(name, 'absent')} -> {version}" for name in missing)
+    # Said before the first command: a dry run runs the operation only up to its first command.
+    host.log(f"driver: {change}")
     minutes = profile_lock_wait()
     yield from before_apt(minutes)
     if unhold:
@@ -196,8 +199,6 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
         yield apt_get("update", "-qq", minutes=minutes)
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
     extra = ["--allow-downgrades"] if downgrade else []
-    change = ", ".join(f"{name} {current.get(name, 'absent')} -> {version}" for name in missing)
-    host.log(f"driver: {change}")
     yield apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
 
 
