@@ -194,7 +194,7 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
     minutes = profile_lock_wait()
     yield from before_apt(minutes)
     if unhold:
-        yield apt_mark("unhold", *unhold, minutes=minutes)
+        yield apt_mark("unhold", *unhold)
     if not lists_refreshed(refreshed_by):
         yield apt_get("update", "-qq", minutes=minutes)
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
@@ -226,4 +226,4 @@ def hold_at_version(packages: Sequence[str], version: str, hold: bool = True):
         return
     minutes = profile_lock_wait()
     yield from before_apt(minutes, installs=False)
-    yield apt_mark("hold" if hold else "unhold", *to_change, minutes=minutes)
+    yield apt_mark("hold" if hold else "unhold", *to_change)
