@@ -13,7 +13,7 @@ The tests share one host and run in file order (about two minutes in all); a fai
 
 1. a wait bounded to 6 s (``apt.lock_wait_minutes: 0.1``) fails the host with one line naming the
    holder and the setting, and changes nothing (packages and /etc compared);
-2. the lock held for 55 s: the run waits, says who holds it as it waits (the line is read while the
+2. the lock held for 50 s: the run waits, says who holds it as it waits (the line is read while the
    holder still runs), and converges; a dry run then plans nothing;
 3. numactl left unpacked: the run finishes it with ``dpkg --configure -a``, says so, and converges.
 """
@@ -90,8 +90,12 @@ def busy(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Busy:
     return rig
 
 
+def clean(line: str) -> str:
+    return ANSI.sub("", line).rstrip("\n")
+
+
 def lines_of(text: str) -> list[str]:
-    return ANSI.sub("", text).splitlines()
+    return [clean(line) for line in text.splitlines()]
 
 
 def test_a_short_bound_fails_with_one_line_naming_the_holder_and_changes_nothing(busy: Busy) -> None:
@@ -116,34 +120,38 @@ def test_a_short_bound_fails_with_one_line_naming_the_holder_and_changes_nothing
 def test_the_run_waits_for_the_lock_saying_who_holds_it_and_converges(busy: Busy) -> None:
     busy.require("short")
     inventory = busy.inventory("wait")
-    pid = busy.hold_lock(55)
-    released = time.monotonic() + 55
+    pid = busy.hold_lock(50)
+    released = time.monotonic() + 50
     heard: list[tuple[float, str]] = []
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    started = time.monotonic()
     run = subprocess.Popen(pyinfra_command(inventory, DEPLOY), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
 
     def listen() -> None:
         assert run.stderr is not None
         for line in run.stderr:
-            heard.append((time.monotonic(), ANSI.sub("", line.rstrip("\n"))))
+            heard.append((time.monotonic(), clean(line)))
 
     listener = threading.Thread(target=listen)
     listener.start()
-    stdout, _ = run.communicate(timeout=600)
+    assert run.stdout is not None
+    stdout = run.stdout.read()  # not communicate(): it would read stderr too, taking lines from the listener
+    run.wait(timeout=600)
     listener.join()
     output = "\n".join(line for _, line in heard)
     assert run.returncode == 0, output[-4000:]
 
-    prefix = rf"\[{busy.host.name}\] apt is busy: pid {pid} \(python3 {HOLDER} 55\) holds /var/lib/dpkg/lock-frontend"
+    prefix = rf"\[{busy.host.name}\] apt is busy: pid {pid} \(python3 {HOLDER} 50\) holds /var/lib/dpkg/lock-frontend"
     waits = [(at, line) for at, line in heard if re.match(prefix, line)]
+    said = "\n".join(f"{at - started:5.1f} s  {line}" for at, line in heard if "apt" in line)
+    print(said)  # shown with -s: the README quotes it
     assert waits, output[-4000:]
-    print("\n".join(line for _, line in heard if "apt" in line))  # shown with -s: the README quotes it
     first_at, first = waits[0]
     assert re.fullmatch(prefix + r"; waited [0-2] s of at most 600 s \(apt.lock_wait_minutes\)", first), first
     assert first_at < released - 5, "the wait's first line came only after the holder was gone (not live)"
-    assert any(re.search(r"; waited 3[0-3] s of at most 600 s", line) for _, line in waits), output[-4000:]
-    said = "\n".join(line for _, line in heard if "apt" in line)
+    # Loaded, one look at /proc/locks may take seconds: the next line comes at 30 s or a little later.
+    assert any(re.search(r"; waited (3\d|4[0-5]) s of at most 600 s", line) for _, line in waits), said
     assert re.search(r"apt's lock is free after (2[5-9]|[3-5]\d) s", output), said
     assert parse_json_output(stdout) is not None
     assert busy.sh("dpkg-query -W -f='${db:Status-Status}' numactl") == "installed"
@@ -163,6 +171,7 @@ def test_a_package_left_unpacked_is_configured_first_and_the_run_converges(busy:
     said = (f"[{busy.host.name}] dpkg: numactl (unpacked) left unfinished; finishing with {CONFIGURE_ALL} "
             "before installing")
     output = lines_of(result.stderr)
+    print("\n".join(line for line in output if "dpkg" in line or "numactl" in line))  # with -s: the README's
     assert said in output, result.stderr[-4000:]
     assert any("Setting up numactl" in line for line in output), result.stderr[-4000:]
     assert not parse_dpkg_state(busy.sh(DpkgUnfinished().command()))
