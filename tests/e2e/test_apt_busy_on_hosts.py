@@ -108,6 +108,7 @@ def test_a_short_bound_fails_with_one_line_naming_the_holder_and_changes_nothing
         busy.sh(f"kill {pid}")
     assert result.returncode != 0
     refusals = [line for line in lines_of(result.stderr) if "gave up after" in line]
+    print("\n".join(refusals))  # with -s: the README quotes it
     assert len(refusals) == 1, result.stderr[-3000:]
     assert re.fullmatch(rf"\[{busy.host.name}\] apt is busy: pid {pid} \(python3 {HOLDER} 120\) holds "
                         r"/var/lib/dpkg/lock-frontend; gave up after [6-9] s \(apt.lock_wait_minutes: 0.1\); "
