@@ -29,7 +29,6 @@ from rigforge.facts.kernel import NvidiaModuleKernels
 from rigforge.facts.packages import DpkgPackages
 from rigforge.operations import apt, nvidia_apt
 from rigforge.operations.files import managed_file
-from rigforge.operations.followup import follow_up
 from rigforge.operations.kernel_module import kernel_headers, nvidia_module_for_kernels
 from rigforge.operations.nvidia_apt import RepoPlatform, cuda_repo_platform, driver_packages
 from rigforge.operations.reboot import loaded_driver_version
@@ -39,7 +38,6 @@ from rigforge.render import render
 KEYRING = "/etc/apt/keyrings/rigforge-nvidia-cuda.gpg"
 SOURCES_FILE = "/etc/apt/sources.list.d/rigforge-nvidia-cuda.sources"
 PIN_FILE = "/etc/apt/preferences.d/rigforge-nvidia-driver.pref"
-APT_UPDATE = "DEBIAN_FRONTEND=noninteractive apt-get update -qq"
 
 BootTrigger = tuple[OperationMeta, str]
 
@@ -100,8 +98,7 @@ def apply_driver(version: str | None = None) -> DriverChanges:
     sources = managed_file(name=f"Add NVIDIA's CUDA repository ({platform.distro}/{platform.arch})",
                            dest=SOURCES_FILE, content=rendered[SOURCES_FILE])
     managed_file(name=f"Pin the NVIDIA driver at {driver.version}", dest=PIN_FILE, content=rendered[PIN_FILE])
-    refresh = follow_up(name="Refresh the package lists (repository changed)", commands=[APT_UPDATE],
-                        triggers=[key, sources], what="apt-get update")
+    refresh = apt.lists_updated(name="Refresh the package lists (repository changed)", triggers=[key, sources])
     # DKMS builds the open kernel module against these (the running kernel's and the next boot's), so they
     # come before the driver, whose install builds it.
     headers = kernel_headers(host.get_fact(NvidiaModuleKernels))

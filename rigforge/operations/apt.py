@@ -1,15 +1,20 @@
-"""apt operations that stay silent on a converged host (no ``apt-get update`` unless installing)."""
+"""apt operations that stay silent on a converged host (no ``apt-get update`` unless installing).
+
+An operation with something to do first waits while another process holds apt's lock and, before the
+run's first install, finishes what dpkg left unfinished (``rigforge/operations/apt_busy.py``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from pyinfra import host, state
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 
-_APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+from rigforge.operations.apt_busy import apt_get, before_apt, profile_lock_wait
+from rigforge.operations.followup import changed_this_run
 
 
 def missing_packages(installed: dict[str, set[str]], wanted: list[str]) -> list[str]:
@@ -45,12 +50,34 @@ def packages(packages: list[str], refresh: bool = True, allow_downgrades: bool =
     if not missing:
         host.noop(f"packages installed: {', '.join(packages)}")
         return
+    minutes = profile_lock_wait()
+    yield from before_apt(minutes)
     if refresh and not lists_refreshed(refreshed_by):
-        yield StringCommand(_APT_ENV, "apt-get", "update", "-qq")
+        yield apt_get("update", "-qq", minutes=minutes)
     extra = ["--allow-downgrades", "--allow-change-held-packages"] if allow_downgrades else []
-    yield StringCommand(
-        _APT_ENV, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *extra, *missing
-    )
+    yield apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
+
+
+@operation()
+def lists_updated(triggers: Sequence[OperationMeta]):
+    """
+    ``apt-get update`` only when one of ``triggers`` (a repository's key or sources file) changed this run.
+
+    + triggers: the operations whose change makes new package lists necessary
+
+    **Example:**
+
+    .. code:: python
+
+        sources = managed_file(dest="/etc/apt/sources.list.d/vendor.sources", content=text)
+        lists_updated(name="Refresh the package lists (repository changed)", triggers=[sources])
+    """
+    if not changed_this_run(triggers):
+        host.noop("apt-get update: inputs unchanged")
+        return
+    minutes = profile_lock_wait()
+    yield from before_apt(minutes, installs=False)
+    yield apt_get("update", "-qq", minutes=minutes)
 
 
 def lists_refreshed(refreshed_by: Sequence[OperationMeta]) -> bool:

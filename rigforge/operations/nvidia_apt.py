@@ -21,6 +21,8 @@ Decisions (provisioning.md §B, rig-facts §1.3):
   an upgrade first un-holds the old driver's packages, installs the new version (``--allow-downgrades``
   only when the pinned version is lower than the installed one), and the hold operation re-holds
   every package that carries the new driver version.
+- **apt busy.** Each of these waits first while another process holds apt's lock, and the install
+  finishes what dpkg left unfinished (``rigforge/operations/apt_busy.py``).
 """
 
 from __future__ import annotations
@@ -43,8 +45,7 @@ from rigforge.facts.packages import (
     upstream_version,
 )
 from rigforge.operations.apt import lists_refreshed
-
-_APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+from rigforge.operations.apt_busy import apt_get, apt_mark, before_apt, profile_lock_wait
 
 #: Debian/Ubuntu releases NVIDIA publishes a CUDA repository for: (os-release ID, VERSION_ID) -> name.
 CUDA_REPO_DISTROS: dict[tuple[str, str], str] = {
@@ -187,15 +188,18 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
     old_versions = {current[name] for name in missing if name in current}
     unhold = sorted({name for old in old_versions for name in packages_at_version(installed, old)
                      if installed[name].held})
+    change = ", ".join(f"{name} {current.get(name, 'absent')} -> {version}" for name in missing)
+    # Said before the first command: a dry run runs the operation only up to its first command.
+    host.log(f"driver: {change}")
+    minutes = profile_lock_wait()
+    yield from before_apt(minutes)
     if unhold:
-        yield StringCommand("apt-mark", "unhold", *unhold)
+        yield apt_mark("unhold", *unhold)
     if not lists_refreshed(refreshed_by):
-        yield StringCommand(_APT_ENV, "apt-get", "update", "-qq")
+        yield apt_get("update", "-qq", minutes=minutes)
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
     extra = ["--allow-downgrades"] if downgrade else []
-    change = ", ".join(f"{name} {current.get(name, 'absent')} -> {version}" for name in missing)
-    host.log(f"driver: {change}")
-    yield StringCommand(_APT_ENV, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *extra, *missing)
+    yield apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
 
 
 @operation()
@@ -220,4 +224,6 @@ def hold_at_version(packages: Sequence[str], version: str, hold: bool = True):
     if not to_change:
         host.noop(f"driver {version} packages {'held' if hold else 'not held'}: {', '.join(parts) or 'none'}")
         return
-    yield StringCommand("apt-mark", "hold" if hold else "unhold", *to_change)
+    minutes = profile_lock_wait()
+    yield from before_apt(minutes, installs=False)
+    yield apt_mark("hold" if hold else "unhold", *to_change)

@@ -61,6 +61,11 @@ class AptRepo(StrictModel):
     key_fingerprint: Annotated[str, StringConstraints(pattern=r"^[A-F0-9]{40}$")] | None = None
 
 
+class Apt(StrictModel):
+    # Minutes an apt operation waits for dpkg's lock held by another process (unattended-upgrades after boot).
+    lock_wait_minutes: Annotated[float, Field(ge=0, le=1440)]
+
+
 class Driver(StrictModel):
     version: DriverVersion
     flavor: Literal["open", "proprietary"]
@@ -294,6 +299,7 @@ class Profile(StrictModel):
     name: Name
     description: SafeText
     base_packages: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.+-]+$")]]
+    apt: Apt
     gpus: Gpus | None  # None: a CPU-only rig (the sandbox)
     driver: Driver | None
     cuda: Cuda | None

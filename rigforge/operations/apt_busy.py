@@ -1,0 +1,203 @@
+"""Before rigforge's own apt commands: wait while another process holds apt's lock, and finish what dpkg
+left unfinished.
+
+**apt busy.** unattended-upgrades runs right after a boot (and rigforge reboots rigs), an owner may be
+upgrading by hand: ``apt-get`` then fails at once with ``E: Could not get lock /var/lib/dpkg/lock-frontend.
+It is held by process …``. apt and dpkg take POSIX ``fcntl`` locks on ``/var/lib/dpkg/lock-frontend`` and
+``/var/lib/dpkg/lock`` (installs), ``/var/cache/apt/archives/lock`` (downloads) and
+``/var/lib/apt/lists/lock`` (``apt-get update``). Before the first apt command of an operation that has
+something to do, a shell loop on the host reads ``/proc/locks`` for those files' inodes (``flock`` locks
+do not stop apt and are not counted; a holder must have the file open), and while one is held prints who
+holds it (pid and command line) every 30 s with the time waited, up to the profile's
+``apt.lock_wait_minutes``; then the host fails with one line naming the holder and the setting. The holder
+is never stopped. Every ``apt-get`` also gets ``-o DPkg::Lock::Timeout=<the same seconds>``: apt's own,
+silent wait covers a lock taken again between the loop and the command.
+
+Checked on a sandbox host (apt 2.6.1, dpkg 1.21.22): with lock-frontend held, ``apt-get install`` waits
+under ``DPkg::Lock::Timeout`` then fails (exit 100), ``apt-mark hold`` fails at once (dpkg
+--set-selections), ``apt-get update`` runs (it needs only the lists lock); with the lists lock held,
+``apt-get update`` fails at once whatever ``DPkg::Lock::Timeout`` says. The loop waits for all four
+files: an update is always followed by an install that needs the others.
+
+The loop's lines reach the terminal as they come, at any verbosity (pyinfra shows a command's output only
+with ``-vvv`` or after it failed): the command is run with live output, and when it fails its output is
+not printed a second time.
+
+**dpkg unfinished.** Before the first install of a run, when ``DpkgUnfinished`` finds packages
+dpkg left unpacked or half-configured (or a journal of a cut-off run), ``dpkg --configure -a`` finishes
+them, keeping the owner's configuration files (``--force-confdef --force-confold``), and the run says
+which. A half-installed package (its files in an unknown state) stops the host before any change, with the
+fix: ``dpkg --configure -a`` cannot finish it and rigforge does not reinstall an owner's package by itself.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from pyinfra import host, state
+from pyinfra.api import OperationError, QuoteString, StringCommand
+from pyinfra.api.host import Host
+from pyinfra.connectors.util import CommandOutput
+from pyinfra.context import ctx_host
+
+from rigforge.context import current_profile
+from rigforge.facts.dpkg_state import DpkgState, DpkgUnfinished
+from rigforge.operations.docker import LiveOutputCommand
+
+#: Lock files apt and dpkg take with fcntl: install, download, list update.
+LOCK_FILES = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock", "/var/cache/apt/archives/lock",
+              "/var/lib/apt/lists/lock")
+SETTING = "apt.lock_wait_minutes"
+REPORT_EVERY_S = 30
+POLL_S = 2
+APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+CONFIGURE_ALL = "dpkg --force-confdef --force-confold --configure -a"
+
+# Per host (a Host object lives for one run): the operation that finishes dpkg's leftovers, the first install.
+# pyinfra runs an operation's body twice, to plan and to execute: the same operation gets the repair both times.
+_repair_op: WeakKeyDictionary[Host, str | None] = WeakKeyDictionary()
+
+
+class LiveCommand(LiveOutputCommand):
+    """A command whose lines are printed as they come; when it fails they are not printed a second time."""
+
+    def execute(self, state: Any, host: Any, connector_arguments: dict) -> tuple[bool, CommandOutput]:
+        status, output = super().execute(state, host, connector_arguments)
+        return status, (output if status else CommandOutput([]))
+
+
+def wait_seconds(minutes: float) -> int:
+    """The profile's ``apt.lock_wait_minutes`` in whole seconds (rounded up)."""
+    return math.ceil(minutes * 60)
+
+
+def _minutes_text(minutes: float) -> str:
+    return f"{minutes:g}"
+
+
+def lock_wait_script(minutes: float, every_s: int = REPORT_EVERY_S, poll_s: int = POLL_S,
+                     lock_files: tuple[str, ...] = LOCK_FILES) -> str:
+    """The POSIX shell loop that waits until no process holds apt's locks, at most ``minutes`` (pure).
+
+    + minutes: the bound (``apt.lock_wait_minutes``)
+    + every_s: seconds between two progress lines
+    + poll_s: seconds between two looks at ``/proc/locks``
+    + lock_files: the files whose fcntl locks count
+
+    Prints ``apt is busy: pid N (command line) holds FILE; waited S s of at most W s (apt.lock_wait_minutes)``
+    when the wait starts and every ``every_s`` seconds, and ``apt's lock is free after S s`` when it ends
+    after a wait; exits 1 with one line on stderr naming the holder and the setting when the bound passes.
+    """
+    wait_s = wait_seconds(minutes)
+    setting = f"{SETTING}: {_minutes_text(minutes)}"
+    q = shlex.quote
+    # A /proc/locks line: "1: POSIX  ADVISORY  WRITE 6230 08:01:1234567 0 EOF"; a waiter's has "->" second.
+    # FLOCK locks do not conflict with apt's fcntl locks. An OFD lock shows pid -1 (its owner is not named).
+    holders = (
+        "holders() { seen=' '; out=''; "
+        f"for f in {' '.join(q(path) for path in lock_files)}; do "
+        "ino=$(stat -L -c %i \"$f\" 2>/dev/null) || continue; "
+        "for pid in $(awk -v ino=\"$ino\" '($2==\"POSIX\"||$2==\"OFDLCK\"){split($6,d,\":\"); "
+        "if (d[3]==ino) print $5}' /proc/locks); do "
+        "case \"$seen\" in *\" $pid \"*) continue;; esac; "
+        "if [ \"$pid\" = -1 ]; then who='a process (open file description lock)'; "
+        "else ls -l /proc/$pid/fd 2>/dev/null | grep -q -- \"-> $f\\$\" || continue; "
+        "cmd=$(tr '\\000' ' ' < /proc/$pid/cmdline 2>/dev/null | cut -c1-160 | sed 's/ *$//'); "
+        "[ -n \"$cmd\" ] || cmd=$(cat /proc/$pid/comm 2>/dev/null); "
+        "who=\"pid $pid ($cmd)\"; fi; "
+        "seen=\"$seen$pid \"; out=\"${out:+$out; }$who holds $f\"; "
+        "done; done; printf '%s' \"$out\"; }"
+    )
+    loop = (
+        "start=$(date +%s); next=0; "
+        "while h=$(holders); [ -n \"$h\" ]; do "
+        "waited=$(( $(date +%s) - start )); "
+        f"if [ \"$waited\" -ge {wait_s} ]; then "
+        f"echo \"apt is busy: $h; gave up after $waited s ({setting}); nothing was stopped: "
+        f"run again once it is done, or raise {SETTING}\" >&2; exit 1; fi; "
+        "if [ \"$waited\" -ge \"$next\" ]; then "
+        f"echo \"apt is busy: $h; waited $waited s of at most {wait_s} s ({SETTING})\"; "
+        f"next=$(( (waited / {every_s} + 1) * {every_s} )); fi; "
+        f"sleep {poll_s}; done; "
+        # next is past 0 once a line said apt was busy.
+        "if [ \"$next\" -gt 0 ]; then echo \"apt's lock is free after $(( $(date +%s) - start )) s\"; fi"
+    )
+    return f"{holders}; {loop}"
+
+
+def lock_wait(minutes: float) -> StringCommand:
+    """The command that waits for apt's lock (``lock_wait_script``), its lines shown as they come."""
+    return LiveCommand("sh", "-c", QuoteString(lock_wait_script(minutes)))
+
+
+def apt_get(*arguments: str, minutes: float) -> StringCommand:
+    """``apt-get`` non-interactive, with apt's own lock wait bounded like the loop's."""
+    return StringCommand(APT_ENV, "apt-get", "-o", f"DPkg::Lock::Timeout={wait_seconds(minutes)}", *arguments)
+
+
+def apt_mark(*arguments: str) -> StringCommand:
+    """``apt-mark``: its hold runs ``dpkg --set-selections``, which takes dpkg's lock and does not wait for it
+    (``DPkg::Lock::Timeout`` does not reach it: checked, apt 2.6.1), so only the loop before it waits."""
+    return StringCommand("apt-mark", *arguments)
+
+
+def profile_lock_wait() -> float:
+    """The current host's ``apt.lock_wait_minutes``."""
+    return current_profile().apt.lock_wait_minutes
+
+
+def repair_line(found: DpkgState) -> str:
+    """What the run says before ``dpkg --configure -a`` (pure)."""
+    configurable = [package.describe() for package in found.packages if package.configurable]
+    left = f"{', '.join(configurable)} left unfinished" if configurable else "an interrupted dpkg run"
+    journal = " (and dpkg's journal of an interrupted run)" if configurable and found.journal_pending else ""
+    return f"dpkg: {left}{journal}; finishing with {CONFIGURE_ALL} before installing"
+
+
+def reinstall_line(found: DpkgState) -> str:
+    """Why the host stops when dpkg left a package it cannot finish, with the fix (pure)."""
+    broken = found.needs_reinstall
+    names = " ".join(package.name for package in broken)
+    return (f"dpkg left {', '.join(package.describe() for package in broken)}: dpkg --configure -a cannot "
+            f"finish it and rigforge does not reinstall a package by itself; nothing changed; fix: "
+            f"apt-get install --reinstall {names} (or apt-get remove {names}), then run again")
+
+
+def dpkg_repair(found: DpkgState) -> list[StringCommand]:
+    """The commands that finish what dpkg left (none when nothing); OperationError when it cannot (pure)."""
+    if found.needs_reinstall:
+        raise OperationError(reinstall_line(found))
+    if not found.needs_configure:
+        return []
+    line = repair_line(found)
+    return [LiveCommand("sh", "-c", QuoteString(f"echo {shlex.quote(line)}; {APT_ENV} {CONFIGURE_ALL}"))]
+
+
+def before_apt(minutes: float | None = None, installs: bool = True) -> list[StringCommand]:
+    """The commands an apt operation with something to do yields before its own: the lock wait, then, once
+    per host and run and only before an install, the repair of what dpkg left unfinished.
+
+    Decided in full before the first command is yielded (a list, not a generator): pyinfra's dry run runs
+    an operation only up to its first command, and the repair, its line and a refusal must show there.
+
+    + minutes: the lock wait bound; None: the profile's ``apt.lock_wait_minutes``
+    + installs: the operation installs packages (not only ``apt-get update`` or ``apt-mark``)
+    """
+    bound = profile_lock_wait() if minutes is None else minutes
+    commands = [lock_wait(bound)]
+    if not installs:
+        return commands
+    this_host, this_op = ctx_host.get(), host.current_op_hash
+    chosen = _repair_op.setdefault(this_host, None)
+    if chosen not in (None, this_op):
+        return commands
+    found = host.get_fact(DpkgUnfinished)
+    repair = dpkg_repair(found)
+    if repair:
+        _repair_op[this_host] = this_op
+        if not state.is_executing:  # while executing, the command itself says it
+            host.log(repair_line(found))
+    return commands + repair
