@@ -18,7 +18,9 @@ from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
 from rigforge.docker_install import docker_install
 from rigforge.facts.docker import DockerOwnerSetup, EngineState
+from rigforge.facts.dpkg_state import DpkgState
 from rigforge.facts.packages import InstalledPackage
+from rigforge.profile.loader import load_profile
 from roles.container import _install_engine
 
 NO_SETUP = DockerOwnerSetup(cli=None, cli_package=None, daemon_keys=(), containers=())
@@ -31,7 +33,8 @@ NOTHING = EngineState(cli=None, server_version=None, runtimes=(), systemd_unit="
 
 @pytest.fixture
 def planning() -> Iterator[tuple[State, Host]]:
-    inventory = Inventory((["@local"], {}))
+    # apt operations read the profile's apt settings (how long to wait for apt's lock).
+    inventory = Inventory((["@local"], {"rigforge_profile": load_profile("sandbox").model_dump(mode="json")}))
     state = State(inventory, Config())
     host = inventory.get_host("@local")
     state.set_stage(StateStage.Prepare)
@@ -44,7 +47,8 @@ def _plan(planning: tuple[State, Host], monkeypatch: pytest.MonkeyPatch, package
     state, host = planning
     answers = {"DebPackages": {name: {p.version} for name, p in packages.items()},
                "SystemdStatus": {"docker.service": docker_running},
-               "SystemdEnabled": {"docker.service": docker_running}}
+               "SystemdEnabled": {"docker.service": docker_running},
+               "DpkgUnfinished": DpkgState()}
     monkeypatch.setattr(host, "get_fact", lambda fact, *a, **k: answers[fact.__name__])
     _install_engine(docker_install(packages, NO_SETUP), engine)
     state.is_executing = True
