@@ -18,9 +18,11 @@ from rigforge.context import current_profile, run_settings
 from roles.preflight import stop_on_blocking_checks
 
 LABEL = "already there"
+TITLE = "What is already there"
+STOP_NAME = "Stop before replacing what the owner installed"
 
 
-@deploy("What is already there")
+@deploy(TITLE)
 def apply_takeover(layers: Sequence[str] = LAYERS) -> None:
     """Print what the owner already installed and stop this host on what this deploy would have to replace.
 
@@ -31,7 +33,7 @@ def apply_takeover(layers: Sequence[str] = LAYERS) -> None:
     rows = takeover_rows(profile, gather_installed(host.get_fact, profile))
     _log_table(rows)
     blocking = blocking_rows(rows, layers)
-    stop_on_blocking_checks(name="Stop before replacing what the owner installed",
+    stop_on_blocking_checks(name=STOP_NAME,
                             blocking=list(dict.fromkeys(row.component for row in blocking)),
                             skip=run_settings().skip_preflight, label=LABEL,
                             details=[row.describe() for row in blocking])

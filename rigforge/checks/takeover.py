@@ -22,16 +22,16 @@ from typing import Any
 from rigforge.checks.table import render_table
 from rigforge.engines import UNIT_NAME
 from rigforge.facts import GpuInventory, LoadedDriver, NvidiaGpus, NvidiaLoadedDriver
-from rigforge.facts.holders import GpuComputeProcesses, Holder, Holders, PortListeners, is_engine
-from rigforge.facts.installed import (
-    DPKG_STATUS,
-    CudaInstall,
-    CudaToolkits,
+from rigforge.facts.holders import (
     DpkgLockHolders,
-    DriverInstall,
+    GpuComputeProcesses,
+    Holder,
+    Holders,
     LockHolder,
-    NvidiaDriverInstall,
+    PortListeners,
+    is_engine,
 )
+from rigforge.facts.installed import DPKG_STATUS, CudaInstall, CudaToolkits, DriverInstall, NvidiaDriverInstall
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
 
@@ -161,7 +161,8 @@ def driver_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
     wanted, flavor = profile.driver.version, profile.driver.flavor
     target = f"{wanted} ({flavor})"
     if found is None and not sources:
-        return [Row("nvidia-driver", "none", "-", f"install {target}", f"no driver found; {NVIDIA_REPO}", layer="host")]
+        return [Row("nvidia-driver", "none", "-", f"install {target}",
+                    f"no driver found: the host layer installs it from {NVIDIA_REPO}", layer="host")]
     foreign = [source for source in sources if source != NVIDIA_REPO]
     if foreign:
         return [Row("nvidia-driver", found_text, source_text, REPLACE,
@@ -195,7 +196,7 @@ def cuda_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
     wanted = profile.cuda.version
     same = next((tree for tree in cuda.trees if tree.version == wanted), None)
     others = [tree.version for tree in cuda.trees if tree.version != wanted]
-    kept = f"; {', '.join(others)} kept as they are" if others else ""
+    kept = f"; {', '.join(others)} left untouched" if others else ""
     if same is not None and not same.packages:
         return [Row("cuda", f"{found}; {link}", source, REPLACE,
                     f"apt would write cuda-toolkit-{wanted.replace('.', '-')} into {same.path}, a tree no package "

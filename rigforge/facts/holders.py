@@ -1,8 +1,9 @@
-"""Processes holding what the engine needs: the GPUs' memory (``nvidia-smi --query-compute-apps``) and the
+"""Processes holding what a deploy needs: the GPUs' memory (``nvidia-smi --query-compute-apps``) and the
 engine's port (``ss -ltnpH``), each with its cgroup, so rigforge's own engine (the unit
-``rigforge-engine.service``, or its container ``rigforge-engine``) can be told from an owner's process.
+``rigforge-engine.service``, or its container ``rigforge-engine``) can be told from an owner's process;
+and apt/dpkg's frontend lock (/proc/locks).
 
-Both commands exit 0 without nvidia-smi, ss or any process, and give an empty value then.
+Every command exits 0 without nvidia-smi, ss or any holder, and gives an empty value then.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rigforge.engines import CONTAINER_NAME
 from rigforge.facts.parsing import first_number, split_sections
 
 ENGINE_CONTAINER_SECTION = "engine-container"
+DPKG_FRONTEND_LOCK = "/var/lib/dpkg/lock-frontend"
 _SS_USER = re.compile(r'\("([^"]*)",pid=(\d+)')
 
 
@@ -165,3 +167,58 @@ def is_engine(holder: Holder, unit: str, engine_container_id: str) -> bool:
     if unit in parts:
         return True
     return bool(engine_container_id) and any(engine_container_id in part for part in parts)
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """A process holding a POSIX lock on dpkg's frontend lock file: its pid and command name."""
+
+    pid: int
+    command: str
+
+
+def parse_lock_holders(text: str) -> tuple[LockHolder, ...]:
+    """Parse the ``DpkgLockHolders`` output: ``## inode N``, the /proc/locks lines, ``## comm PID`` sections.
+
+    /proc/locks lines read ``1: POSIX  ADVISORY  WRITE 6230 08:01:1234567 0 EOF``; waiters (``->``) are skipped.
+    """
+    sections = split_sections(text)
+    inode = next((name.split()[1] for name in sections if name.startswith("inode ") and len(name.split()) == 2), None)
+    if inode is None:
+        return ()
+    pids: list[int] = []
+    for line in sections[f"inode {inode}"].splitlines():
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or not fields[4].isdigit():
+            continue
+        if fields[5].rsplit(":", 1)[-1] == inode and int(fields[4]) not in pids:
+            pids.append(int(fields[4]))
+    return tuple(LockHolder(pid, sections.get(f"comm {pid}", "").strip() or "?") for pid in pids)
+
+
+class DpkgLockHolders(FactBase[tuple[LockHolder, ...]]):
+    """
+    Returns the processes holding apt/dpkg's frontend lock (``/var/lib/dpkg/lock-frontend``), read from
+    /proc/locks by the file's inode: apt and dpkg take POSIX (fcntl) locks, which ``fuser`` and ``lsof``
+    do not name as holders. Empty when nobody holds it.
+
+    .. code:: python
+
+        holders = host.get_fact(DpkgLockHolders)
+        busy = ", ".join(f"{holder.command} (pid {holder.pid})" for holder in holders)
+    """
+
+    def command(self) -> str:
+        return (
+            f"i=$(stat -c %i {DPKG_FRONTEND_LOCK} 2>/dev/null); if [ -n \"$i\" ]; then echo \"## inode $i\"; "
+            "l=$(grep -E \":$i \" /proc/locks 2>/dev/null); if [ -n \"$l\" ]; then printf '%s\\n' \"$l\"; fi; "
+            "for p in $(printf '%s\\n' \"$l\" | grep -v -- '->' | awk '{print $5}' | sort -u); do "
+            "echo \"## comm $p\"; cat /proc/$p/comm 2>/dev/null; done; fi; true"
+        )
+
+    @staticmethod
+    def default() -> tuple[LockHolder, ...]:
+        return ()
+
+    def process(self, output: list[str]) -> tuple[LockHolder, ...]:
+        return parse_lock_holders("\n".join(output))

@@ -1,9 +1,9 @@
 """What the owner already installed, read before rigforge changes anything: where the NVIDIA driver came
-from, the CUDA toolkits under /usr/local, who holds apt's lock.
+from and the CUDA toolkits under /usr/local.
 
 Every command exits 0 on a bare host (no driver, no nvidia-smi, no /usr/local/cuda) and the parsers
 turn that into an empty value; the judgement (keep, install, replace, blocked) is rigforge/checks/takeover.py.
-GPU processes and the engine port are in rigforge/facts/holders.py.
+GPU processes, the engine port and apt's lock: who holds them is rigforge/facts/holders.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ DRIVER_PACKAGE_PATTERNS = ("nvidia-open", "nvidia-open-*", "cuda-drivers", "cuda
                            "nvidia-driver-*", "nvidia-kernel-*", "nvidia-*-kernel-dkms", "linux-modules-nvidia-*")
 RUNFILE_UNINSTALLER = "/usr/bin/nvidia-uninstall"
 RUNFILE_LOG = "/var/log/nvidia-installer.log"
-DPKG_FRONTEND_LOCK = "/var/lib/dpkg/lock-frontend"
 DPKG_STATUS = "/var/lib/dpkg/status"
 
 _VERSION_LINE = re.compile(r"^\s*(\*\*\*)?\s*(\S+)\s+(-?\d+)\s*$")
@@ -247,58 +246,3 @@ class CudaToolkits(FactBase[CudaInstall]):
 
     def process(self, output: list[str]) -> CudaInstall:
         return parse_cuda_trees("\n".join(output))
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    """A process holding a POSIX lock on dpkg's frontend lock file: its pid and command name."""
-
-    pid: int
-    command: str
-
-
-def parse_lock_holders(text: str) -> tuple[LockHolder, ...]:
-    """Parse the ``DpkgLockHolders`` output: ``## inode N``, the /proc/locks lines, ``## comm PID`` sections.
-
-    /proc/locks lines read ``1: POSIX  ADVISORY  WRITE 6230 08:01:1234567 0 EOF``; waiters (``->``) are skipped.
-    """
-    sections = split_sections(text)
-    inode = next((name.split()[1] for name in sections if name.startswith("inode ") and len(name.split()) == 2), None)
-    if inode is None:
-        return ()
-    pids: list[int] = []
-    for line in sections[f"inode {inode}"].splitlines():
-        fields = line.split()
-        if "->" in fields or len(fields) < 6 or not fields[4].isdigit():
-            continue
-        if fields[5].rsplit(":", 1)[-1] == inode and int(fields[4]) not in pids:
-            pids.append(int(fields[4]))
-    return tuple(LockHolder(pid, sections.get(f"comm {pid}", "").strip() or "?") for pid in pids)
-
-
-class DpkgLockHolders(FactBase[tuple[LockHolder, ...]]):
-    """
-    Returns the processes holding apt/dpkg's frontend lock (``/var/lib/dpkg/lock-frontend``), read from
-    /proc/locks by the file's inode: apt and dpkg take POSIX (fcntl) locks, which ``fuser`` and ``lsof``
-    do not name as holders. Empty when nobody holds it.
-
-    .. code:: python
-
-        holders = host.get_fact(DpkgLockHolders)
-        busy = ", ".join(f"{holder.command} (pid {holder.pid})" for holder in holders)
-    """
-
-    def command(self) -> str:
-        return (
-            f"i=$(stat -c %i {DPKG_FRONTEND_LOCK} 2>/dev/null); if [ -n \"$i\" ]; then echo \"## inode $i\"; "
-            "l=$(grep -E \":$i \" /proc/locks 2>/dev/null); if [ -n \"$l\" ]; then printf '%s\\n' \"$l\"; fi; "
-            "for p in $(printf '%s\\n' \"$l\" | grep -v -- '->' | awk '{print $5}' | sort -u); do "
-            "echo \"## comm $p\"; cat /proc/$p/comm 2>/dev/null; done; fi; true"
-        )
-
-    @staticmethod
-    def default() -> tuple[LockHolder, ...]:
-        return ()
-
-    def process(self, output: list[str]) -> tuple[LockHolder, ...]:
-        return parse_lock_holders("\n".join(output))

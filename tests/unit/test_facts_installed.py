@@ -7,25 +7,25 @@ from pathlib import Path
 import pytest
 
 from rigforge.facts.holders import (
+    DpkgLockHolders,
     GpuComputeProcesses,
     Holder,
+    LockHolder,
     PortListeners,
     is_engine,
     parse_compute_apps,
     parse_listeners,
+    parse_lock_holders,
 )
 from rigforge.facts.installed import (
     NO_CUDA,
     NO_DRIVER_INSTALL,
     CudaToolkits,
-    DpkgLockHolders,
-    LockHolder,
     NvidiaDriverInstall,
     PackageOrigin,
     parse_apt_policy,
     parse_cuda_trees,
     parse_driver_install,
-    parse_lock_holders,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "installed"

@@ -24,12 +24,11 @@ from rigforge.checks.takeover import (
 )
 from rigforge.facts import NO_NVIDIA_SMI
 from rigforge.facts.driver import parse_driver_version
-from rigforge.facts.holders import NO_HOLDERS, Holder, Holders, parse_compute_apps, parse_listeners
+from rigforge.facts.holders import NO_HOLDERS, Holder, Holders, LockHolder, parse_compute_apps, parse_listeners
 from rigforge.facts.installed import (
     NO_CUDA,
     NO_DRIVER_INSTALL,
     DriverInstall,
-    LockHolder,
     PackageOrigin,
     RunfileInstall,
     parse_cuda_trees,
@@ -124,7 +123,7 @@ def test_cuda_rows_on_real_trees() -> None:
     packaged = replace(BARE, cuda=parse_cuda_trees((H100 / "fact-CudaToolkits.txt").read_text()))
     row = only(cuda_row(RIG, packaged))
     assert row.found == "13.0; /usr/local/cuda -> /usr/local/cuda-13.0" and row.action == "install 13.2"
-    assert "13.0 kept as they are" in row.why and not row.blocking
+    assert "13.0 left untouched" in row.why and not row.blocking
     same = RIG.model_copy(update={"cuda": RIG.cuda.model_copy(update={"version": "13.0"})})
     assert only(cuda_row(same, packaged)).action == "keep"
     unowned = replace(BARE, cuda=parse_cuda_trees((CI / "fact-CudaToolkits.txt").read_text()))
