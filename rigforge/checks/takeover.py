@@ -21,7 +21,7 @@ from typing import Any
 
 from rigforge.checks.table import render_table
 from rigforge.engines import UNIT_NAME
-from rigforge.facts import GpuInventory, LoadedDriver, NvidiaGpus, NvidiaLoadedDriver
+from rigforge.facts import LoadedDriver, NvidiaLoadedDriver
 from rigforge.facts.holders import (
     DpkgLockHolders,
     GpuComputeProcesses,
@@ -32,6 +32,7 @@ from rigforge.facts.holders import (
     is_engine,
 )
 from rigforge.facts.installed import DPKG_STATUS, CudaInstall, CudaToolkits, DriverInstall, NvidiaDriverInstall
+from rigforge.facts.packages import NvidiaSmiVersions, SmiVersions
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
 
@@ -85,7 +86,7 @@ class InstalledFacts:
 
     driver_install: DriverInstall
     loaded_driver: LoadedDriver | None
-    smi: GpuInventory
+    smi: SmiVersions | None
     cuda: CudaInstall
     gpu_processes: Holders
     port_listeners: Holders
@@ -96,7 +97,7 @@ def gather_installed(get_fact: Callable[..., Any], profile: Profile) -> Installe
     """Read every fact the rows need with ``get_fact`` (pyinfra's ``host.get_fact``)."""
     return InstalledFacts(
         driver_install=get_fact(NvidiaDriverInstall), loaded_driver=get_fact(NvidiaLoadedDriver),
-        smi=get_fact(NvidiaGpus), cuda=get_fact(CudaToolkits), gpu_processes=get_fact(GpuComputeProcesses),
+        smi=get_fact(NvidiaSmiVersions), cuda=get_fact(CudaToolkits), gpu_processes=get_fact(GpuComputeProcesses),
         port_listeners=get_fact(PortListeners, port=profile.engine.port), lock_holders=get_fact(DpkgLockHolders))
 
 
@@ -129,8 +130,9 @@ def driver_sources(profile: Profile, facts: InstalledFacts) -> dict[str, list[st
         traces = [path for path, there in (("nvidia-uninstall", install.runfile.uninstaller),
                                            ("nvidia-installer.log", install.runfile.log)) if there]
         sources[RUNFILE] = traces
-    if not sources and (facts.loaded_driver is not None or install.module is not None):
-        sources[UNEXPLAINED] = [install.module.filename if install.module else "/proc/driver/nvidia/version"]
+    if not sources and _found_driver(facts) is not None:
+        sources[UNEXPLAINED] = [install.module.filename if install.module else
+                                "/proc/driver/nvidia/version" if facts.loaded_driver else "nvidia-smi"]
     return sources
 
 
@@ -141,7 +143,7 @@ def _found_driver(facts: InstalledFacts) -> tuple[str, str] | None:
         return loaded.version, "open" if loaded.open_kernel_module else "proprietary"
     if module is not None:
         return module.version, module.flavor
-    if facts.smi.driver_version:
+    if facts.smi is not None and facts.smi.driver_version:
         return facts.smi.driver_version, "?"
     packages = facts.driver_install.packages
     flavor = "open" if any(_OPEN_NAMES.match(name) for name in packages) else \

@@ -22,7 +22,6 @@ from rigforge.checks.takeover import (
     takeover_lines,
     takeover_rows,
 )
-from rigforge.facts import NO_NVIDIA_SMI
 from rigforge.facts.driver import parse_driver_version
 from rigforge.facts.holders import NO_HOLDERS, Holder, Holders, LockHolder, parse_compute_apps, parse_listeners
 from rigforge.facts.installed import (
@@ -33,6 +32,7 @@ from rigforge.facts.installed import (
     RunfileInstall,
     parse_cuda_trees,
 )
+from rigforge.facts.packages import parse_smi_version
 from rigforge.profile.loader import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -40,7 +40,7 @@ H100 = FIXTURES / "installed" / "nvidia-h100-x1"
 CI = FIXTURES / "installed" / "ci-debian12"
 RIG = load_profile("2x-pix")  # driver 595.45.04 open, CUDA 13.2, engine port 8000
 SANDBOX = load_profile("sandbox")
-BARE = InstalledFacts(driver_install=NO_DRIVER_INSTALL, loaded_driver=None, smi=NO_NVIDIA_SMI, cuda=NO_CUDA,
+BARE = InstalledFacts(driver_install=NO_DRIVER_INSTALL, loaded_driver=None, smi=None, cuda=NO_CUDA,
                       gpu_processes=NO_HOLDERS, port_listeners=NO_HOLDERS, lock_holders=())
 NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"
 DEBIAN_NON_FREE = "http://deb.debian.org/debian bookworm/non-free"
@@ -185,3 +185,10 @@ def test_flavor_from_package_names_when_nothing_is_loaded() -> None:
     for name, flavor in cases.items():
         facts = replace(BARE, driver_install=packages(**{name: ("580.95.05-1", DEBIAN_NON_FREE)}))
         assert only(driver_row(RIG, facts)).found == f"580.95.05 ({flavor})", name
+
+
+def test_a_driver_only_nvidia_smi_shows_is_unexplained() -> None:
+    # The lent H200 machine's nvidia-smi --version (its driver is the host's, nothing installed it inside).
+    smi = parse_smi_version((FIXTURES / "host" / "nvidia-h200-x2" / "fact-NvidiaSmiVersions.txt").read_text())
+    row = only(driver_row(RIG, replace(BARE, smi=smi)))
+    assert (row.found, row.source, row.blocking) == ("580.159.04 (?)", f"{UNEXPLAINED}: nvidia-smi", True)
