@@ -43,6 +43,7 @@ REPLACE = "replace (needs a switch; not yet supported)"
 NVIDIA_REPO = "NVIDIA's CUDA repository"
 RUNFILE = "NVIDIA's .run installer"
 UNEXPLAINED = "a loaded module no installed package explains"
+UNCONFIGURED = "an apt source no longer configured"
 PORT_SIGNATURE = "llama-port-in-use"
 
 #: Package names only NVIDIA's repository ships, and those only Ubuntu's archive ships (NNN: the branch).
@@ -117,15 +118,20 @@ def package_source(name: str, origins: Sequence[str], repo_prefix: str) -> str:
         return NVIDIA_REPO
     if _UBUNTU_ONLY.match(name):
         return "the distribution (Ubuntu)"
-    return "an apt source no longer configured"
+    return UNCONFIGURED
 
 
 def driver_sources(profile: Profile, facts: InstalledFacts) -> dict[str, list[str]]:
     """{source: [what shows it]} for the driver on disk and in memory; empty when there is none."""
     install, prefix = facts.driver_install, _repo_prefix(profile)
+    found = {name: package_source(name, package.origins, prefix) for name, package in install.packages.items()}
+    # NVIDIA's repository also ships Debian's names (nvidia-driver, nvidia-kernel-dkms): one whose version no
+    # source offers any more belongs with the NVIDIA packages of the same version.
+    nvidia_versions = {install.packages[name].version for name, source in found.items() if source == NVIDIA_REPO}
     sources: dict[str, list[str]] = {}
     for name, package in sorted(install.packages.items()):
-        sources.setdefault(package_source(name, package.origins, prefix), []).append(f"{name} {package.version}")
+        source = NVIDIA_REPO if found[name] == UNCONFIGURED and package.version in nvidia_versions else found[name]
+        sources.setdefault(source, []).append(f"{name} {package.version}")
     if install.runfile is not None:
         traces = [path for path, there in (("nvidia-uninstall", install.runfile.uninstaller),
                                            ("nvidia-installer.log", install.runfile.log)) if there]

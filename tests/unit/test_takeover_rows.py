@@ -192,3 +192,12 @@ def test_a_driver_only_nvidia_smi_shows_is_unexplained() -> None:
     smi = parse_smi_version((FIXTURES / "host" / "nvidia-h200-x2" / "fact-NvidiaSmiVersions.txt").read_text())
     row = only(driver_row(RIG, replace(BARE, smi=smi)))
     assert (row.found, row.source, row.blocking) == ("580.159.04 (?)", f"{UNEXPLAINED}: nvidia-smi", True)
+
+
+def test_debian_names_beside_nvidias_own_packages_are_nvidias() -> None:
+    status = "/var/lib/dpkg/status"
+    facts = replace(BARE, driver_install=packages(nvidia_open=("595.45.04-1", status),
+                                                  nvidia_driver=("595.45.04-1", status)))
+    row = only(driver_row(RIG, facts))
+    assert (row.action, row.blocking) == ("keep", False)
+    assert row.source == f"{NVIDIA_REPO}: nvidia-driver 595.45.04-1, nvidia-open 595.45.04-1"
