@@ -220,6 +220,11 @@ def _foreign(holders: Holders) -> list[Holder]:
     return [holder for holder in holders.holders if not is_engine(holder, UNIT_NAME, holders.engine_container_id)]
 
 
+def _unit(holder: Holder) -> str:
+    """The unit or scope a process runs in (the last part of its cgroup): what the owner stops."""
+    return holder.cgroup.rstrip("/").rsplit("/", 1)[-1] or "-"
+
+
 def _process(holder: Holder) -> str:
     return f"pid {holder.pid} ({holder.name})" if holder.pid else f"{holder.name} (pid unknown: ss needs root)"
 
@@ -230,7 +235,7 @@ def gpu_process_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
     if not foreign:
         found = f"{len(facts.gpu_processes.holders)} of rigforge's engine" if facts.gpu_processes.holders else "none"
         return [Row("gpu-process", found, "-", "nothing", "no other process holds GPU memory", layer="serving")]
-    return [Row("gpu-process", f"{_process(holder)}, {holder.used_mib or 0:.0f} MiB", holder.cgroup or "-",
+    return [Row("gpu-process", f"{_process(holder)}, {holder.used_mib or 0:.0f} MiB", _unit(holder),
                 "blocked: the engine cannot start",
                 f"it holds GPU memory the engine needs; stop it yourself (rigforge never stops an owner's process): "
                 f"kill {holder.pid} or stop its service", blocking=True, layer="serving") for holder in foreign]
@@ -245,7 +250,7 @@ def port_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
         return [Row("engine-port", f"{port}: {found}", "-", "nothing", "the engine can listen on it", layer="serving")]
     signature = next(sig for sig in known_signatures() if sig.id == PORT_SIGNATURE)
     fix = signature.fix.replace("PORT", str(port))
-    return [Row("engine-port", f"{port}: {_process(holder)} on {holder.address}", holder.cgroup or "-",
+    return [Row("engine-port", f"{port}: {_process(holder)} on {holder.address}", _unit(holder),
                 "blocked: the engine cannot start", f"{signature.cause}; fix: {fix}", blocking=True, layer="serving")
             for holder in foreign]
 
@@ -277,6 +282,7 @@ def blocking_rows(rows: Sequence[Row], layers: Sequence[str]) -> list[Row]:
 
 def takeover_lines(rows: Sequence[Row]) -> list[str]:
     """The table as lines: component | found | from where | rigforge will | why."""
-    cells = [(row.component, row.found, row.source, f"{row.action} (blocking)" if row.blocking else row.action,
+    cells = [(row.component, row.found, row.source,
+              f"{row.action} (blocking)" if row.blocking and "blocked" not in row.action else row.action,
               row.why) for row in rows]
     return render_table(HEADERS, cells, MAX_WIDTHS)
