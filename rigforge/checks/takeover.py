@@ -9,7 +9,7 @@ it belongs to: a deploy that changes that layer stops the host before any change
     rows = takeover_rows(profile, installed)
     for line in takeover_lines(rows): print(line)
 
-A component is one line in ``ROWS`` (function, layer): Docker's row goes there beside the others.
+A component is one function in ``ROWS``: Docker's row goes there beside the others.
 """
 
 from __future__ import annotations
@@ -142,18 +142,24 @@ def driver_sources(profile: Profile, facts: InstalledFacts) -> dict[str, list[st
     return sources
 
 
+def _package_flavor(names: Sequence[str]) -> str:
+    if any(_OPEN_NAMES.match(name) for name in names):
+        return "open"
+    return "proprietary" if any(_PROPRIETARY_NAMES.match(name) for name in names) else "?"
+
+
 def _found_driver(facts: InstalledFacts) -> tuple[str, str] | None:
-    """(version, flavor) of the driver: the loaded module first, then the module file, then nvidia-smi."""
+    """(version, flavor) of the driver: the loaded module first, then the module file, then nvidia-smi and the
+    packages (whose names tell the flavor when no module does)."""
     loaded, module = facts.loaded_driver, facts.driver_install.module
     if loaded is not None:
         return loaded.version, "open" if loaded.open_kernel_module else "proprietary"
     if module is not None:
         return module.version, module.flavor
-    if facts.smi is not None and facts.smi.driver_version:
-        return facts.smi.driver_version, "?"
     packages = facts.driver_install.packages
-    flavor = "open" if any(_OPEN_NAMES.match(name) for name in packages) else \
-        "proprietary" if any(_PROPRIETARY_NAMES.match(name) for name in packages) else "?"
+    flavor = _package_flavor(list(packages))
+    if facts.smi is not None and facts.smi.driver_version:
+        return facts.smi.driver_version, flavor
     versions = sorted({package.version.split("-", 1)[0] for package in packages.values()})
     return (versions[-1], flavor) if versions else None
 
@@ -205,6 +211,7 @@ def cuda_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
     same = next((tree for tree in cuda.trees if tree.version == wanted), None)
     others = [tree.version for tree in cuda.trees if tree.version != wanted]
     kept = f"; {', '.join(others)} left untouched" if others else ""
+    beside = " beside the others" if others else ""
     if same is not None and not same.packages:
         return [Row("cuda", f"{found}; {link}", source, REPLACE,
                     f"apt would write cuda-toolkit-{wanted.replace('.', '-')} into {same.path}, a tree no package "
@@ -213,7 +220,7 @@ def cuda_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
         return [Row("cuda", f"{found}; {link}", source, "keep", f"CUDA {wanted} installed from packages{kept}",
                     layer="host")]
     return [Row("cuda", f"{found}; {link}", source, f"install {wanted}",
-                f"cuda-toolkit-{wanted.replace('.', '-')} from {NVIDIA_REPO} beside the others{kept}", layer="host")]
+                f"cuda-toolkit-{wanted.replace('.', '-')} from {NVIDIA_REPO}{beside}{kept}", layer="host")]
 
 
 def _foreign(holders: Holders) -> list[Holder]:

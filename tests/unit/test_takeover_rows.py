@@ -31,6 +31,7 @@ from rigforge.facts.installed import (
     PackageOrigin,
     RunfileInstall,
     parse_cuda_trees,
+    parse_driver_install,
 )
 from rigforge.facts.packages import parse_smi_version
 from rigforge.profile.loader import load_profile
@@ -201,3 +202,19 @@ def test_debian_names_beside_nvidias_own_packages_are_nvidias() -> None:
     row = only(driver_row(RIG, facts))
     assert (row.action, row.blocking) == ("keep", False)
     assert row.source == f"{NVIDIA_REPO}: nvidia-driver 595.45.04-1, nvidia-open 595.45.04-1"
+
+
+def test_the_driver_rigforge_installed_is_kept() -> None:
+    # A sandbox host after deploys/host.py with the stand-in NVIDIA repository (tests/fixtures/installed/README.md).
+    captured = FIXTURES / "installed" / "sandbox-standin-repo"
+    url = "http://127.0.0.1:8737/{distro}/{arch}/"
+    profile = RIG.model_copy(update={"driver": RIG.driver.model_copy(
+        update={"repo": RIG.driver.repo.model_copy(update={"url": url})})})
+    install = parse_driver_install((captured / "fact-NvidiaDriverInstall.txt").read_text())
+    assert install.packages["nvidia-open"].origins == ("http://127.0.0.1:8737/debian12/x86_64", "/var/lib/dpkg/status")
+    cuda = parse_cuda_trees((captured / "fact-CudaToolkits.txt").read_text())
+    facts = replace(BARE, driver_install=install, cuda=cuda)
+    driver, toolkit = takeover_rows(profile, facts)[:2]
+    assert (driver.found, driver.action, driver.blocking) == ("595.45.04 (open)", "keep", False)
+    assert driver.source.startswith(f"{NVIDIA_REPO}: nvidia-driver-cuda 595.45.04-1")
+    assert (toolkit.found, toolkit.action) == ("13.2; no /usr/local/cuda", "keep")
