@@ -11,11 +11,12 @@ a floor of the profile fails. deploys/full.py runs the same role last (switch ``
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import bench
+from roles import bench, takeover
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
 take_deploy_lock()
+takeover.apply_takeover(layers=())  # measures only: the table informs, nothing blocks
 bench.apply_bench()
 release_deploy_lock()

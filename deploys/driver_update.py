@@ -14,12 +14,13 @@ its target already plans nothing. See roles/driver_update.py; for a fleet, one r
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import base, driver_update
+from roles import base, driver_update, takeover
 
 # Validate the run's switches before any operation is planned.
 settings = run_settings()
 
 take_deploy_lock()
+takeover.apply_takeover(layers=("host", "serving"))
 # The applied profile is recorded first: the rig's record must name the driver it now runs.
 base.apply_base()
 driver_update.apply_driver_update(settings)

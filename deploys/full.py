@@ -8,13 +8,16 @@ Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_wei
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import bench, container, engine, host, images, preflight, service, weights
+from roles import bench, container, engine, host, images, preflight, service, takeover, weights
 
 # Validate the run's switches before any operation is planned.
 settings = run_settings()
 
 # One deploy at a time per host: a host another run is deploying stops here (rigforge/operations/lock.py).
 take_deploy_lock()
+
+# What the owner already installed, read before any change: one table; stops on what must not be replaced.
+takeover.apply_takeover(layers=("host", "container", "serving"))
 
 # --- preflight ---
 # First: judge the host before anything changes; a blocking failure stops this host here

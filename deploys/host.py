@@ -10,11 +10,12 @@ profile; it reboots only when a boot-affecting setting changed (and says why):
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import host
+from roles import host, takeover
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
 take_deploy_lock()
+takeover.apply_takeover(layers=("host",))
 host.apply_host()
 release_deploy_lock()

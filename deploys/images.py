@@ -6,12 +6,13 @@
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import base, container, images
+from roles import base, container, images, takeover
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
 take_deploy_lock()
+takeover.apply_takeover(layers=("container",))
 base.apply_base()
 container.apply_container()
 images.apply_images()

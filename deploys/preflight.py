@@ -19,8 +19,9 @@ Switches (``--data key=value``, see rigforge/context.py):
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import preflight
+from roles import preflight, takeover
 
 take_deploy_lock()
+takeover.apply_takeover(layers=("host", "container", "serving"))
 preflight.apply_preflight(with_probe=run_settings().probe)
 release_deploy_lock()

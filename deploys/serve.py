@@ -11,12 +11,13 @@ and fetch again the ones that changed).
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import base, engine, images, service, weights
+from roles import base, engine, images, service, takeover, weights
 
 # Validate the run's switches before any operation is planned.
 run_settings()
 
 take_deploy_lock()
+takeover.apply_takeover(layers=("serving",))
 base.apply_base()
 weights.apply_weights()
 images.apply_images()  # container engines: build or pull the image; nothing for a native engine

@@ -55,12 +55,15 @@ def _log_table(checks: list[Check]) -> None:
 
 
 @operation()
-def stop_on_blocking_checks(blocking: list[str], skip: bool = False):
+def stop_on_blocking_checks(blocking: list[str], skip: bool = False, label: str = "preflight",
+                            details: list[str] | None = None):
     """
     Fail this host when a blocking preflight check failed; other hosts continue.
 
     + blocking: names of the failed blocking checks (empty: nothing to stop)
     + skip: report them and continue (``--data skip_preflight=true``)
+    + label: what found them, the stop message's first word (``preflight``, ``already there``)
+    + details: one line per blocking item, printed above the stop message
 
     **Example:**
 
@@ -78,11 +81,13 @@ def stop_on_blocking_checks(blocking: list[str], skip: bool = False):
     if state.current_stage == StateStage.Prepare:
         # A dry run never executes the stop below: count the host as failed now so it still exits non-zero.
         state.failed_hosts.add(ctx_host.get())  # the Host itself, not pyinfra's context proxy
-    yield FunctionCommand(_stop_host, (names,), {})
+    yield FunctionCommand(_stop_host, (names, label, details or []), {})
 
 
-def _stop_host(state: Any, host: Any, names: str) -> bool:
-    host.log_styled(f"preflight: blocking check failed: {names}; nothing was changed on this host "
+def _stop_host(state: Any, host: Any, names: str, label: str, details: list[str]) -> bool:
+    for line in details:
+        host.log_styled(f"{label}: {line}", fg="red", log_func=logger.error)
+    host.log_styled(f"{label}: blocking check failed: {names}; nothing was changed on this host "
                     "(fix it, or run with --data skip_preflight=true)", fg="red", log_func=logger.error)
     return False
 

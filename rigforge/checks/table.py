@@ -1,4 +1,4 @@
-"""Render checks as a plain-text table: check | expected | found | verdict | fix.
+"""Render checks as a plain-text table: check | expected | found | verdict | fix (and rigforge/checks/takeover.py's).
 
 Long cells wrap inside their column so the table stays readable in a terminal and in a log file.
 """
@@ -26,9 +26,14 @@ def _cells(check: Check) -> tuple[str, ...]:
 
 def table_lines(checks: Sequence[Check]) -> list[str]:
     """The table as lines (no trailing spaces), header and rule first."""
-    rows = [HEADERS, *(_cells(check) for check in checks)]
-    widths = [min(max(len(row[column]) for row in rows), MAX_WIDTHS[column]) for column in range(len(HEADERS))]
-    lines = [_line(HEADERS, widths), "-+-".join("-" * width for width in widths)]
+    return render_table(HEADERS, [_cells(check) for check in checks], MAX_WIDTHS)
+
+
+def render_table(headers: Sequence[str], cells: Sequence[Sequence[str]], max_widths: Sequence[int]) -> list[str]:
+    """Any table as lines: a header, a rule, then each row with long cells wrapped to ``max_widths``."""
+    rows = [tuple(headers), *(tuple(row) for row in cells)]
+    widths = [min(max(len(row[column]) for row in rows), max_widths[column]) for column in range(len(headers))]
+    lines = [_line(rows[0], widths), "-+-".join("-" * width for width in widths)]
     for row in rows[1:]:
         wrapped = [textwrap.wrap(cell, width) or [""] for cell, width in zip(row, widths, strict=True)]
         for index in range(max(len(cell) for cell in wrapped)):

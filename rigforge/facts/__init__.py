@@ -21,6 +21,11 @@ NvidiaModuleKernels KernelModules (per kernel: module)   running kernel only, no
 NumaLayout          tuple of NumaNode                    ()
 KnownFailureLogs    FailureLogs (kernel, engine lines)   NO_LOGS (no line holds a needle)
 SecureBoot          SecureBootStatus (state, DKMS key)   state "unsupported" (no EFI)
+NvidiaDriverInstall DriverInstall (packages, module)     NO_DRIVER_INSTALL (installed.py)
+CudaToolkits        CudaInstall (cuda-* trees, link)     NO_CUDA (installed.py)
+GpuComputeProcesses Holders (GPU processes, cgroups)     NO_HOLDERS (holders.py)
+PortListeners       Holders (listeners on a port)        NO_HOLDERS (holders.py)
+DpkgLockHolders     tuple of LockHolder                  () (holders.py)
 =================== ==================================== =====================================
 """
 

@@ -164,3 +164,19 @@ def service_show(host: SandboxHost, *properties: str, unit: str = "rigforge-engi
     """``systemctl show -p ...`` of the engine unit on the host."""
     out = exec_in(host, f"systemctl show {unit} -p {','.join(properties)}").stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def hold_port(host: SandboxHost, port: int, unit: str = "port-holder") -> int:
+    """Start a process of the host's "owner" listening on 127.0.0.1:``port`` (a unit of its own); returns its pid.
+
+    A listener that never accepts: an HTTP server would close health checks' connections itself and leave
+    them in TIME_WAIT on the port, which blocks the engine's own bind for a minute after it is gone.
+    SO_REUSEADDR: a healthy engine's own TIME_WAIT connections must not stop the holder from binding.
+    """
+    hold = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(3600)")
+    for command in (f"systemd-run --unit={unit} python3 -c {hold!r}",
+                    f"timeout 20 sh -c 'until ss -Hltn \"sport = :{port}\" | grep -q .; do sleep 0.2; done'"):
+        run = exec_in(host, command)
+        assert run.returncode == 0, f"{command}: {run.stderr}"
+    return int(service_show(host, "MainPID", unit=f"{unit}.service")["MainPID"])

@@ -36,6 +36,7 @@ from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
 from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
+from tests.e2e.serve_helpers import hold_port
 
 DEPLOY = "deploys/serve.py"
 PROFILE = load_profile("sandbox")
@@ -129,18 +130,15 @@ def test_a_flag_out_of_range_is_named(rig: Rig) -> None:
 
 def test_the_port_taken_is_named(rig: Rig) -> None:
     rig.sh(f"systemctl stop {UNIT_NAME}")
-    # A listener that never accepts: an HTTP server would close the health checks' connections itself and
-    # leave them in TIME_WAIT on the port, which blocks the engine's own bind for a minute after it is gone.
-    # SO_REUSEADDR: the healthy engine's own TIME_WAIT connections must not stop the holder from binding.
-    hold = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-            f"s.bind(('127.0.0.1', {PROFILE.engine.port})); s.listen(); time.sleep(3600)")
-    rig.sh(f"systemd-run --unit=port-holder python3 -c {hold!r}")
-    rig.sh(f"timeout 20 sh -c 'until ss -Hltn \"sport = :{PROFILE.engine.port}\" | grep -q .; do sleep 0.2; done'")
+    holder = hold_port(rig.host, PROFILE.engine.port)
     try:
-        result = run_pyinfra(rig.inventory("port", FAIL_FAST), DEPLOY, check=False)
+        # Without the switch the deploy stops before starting the engine (tests/e2e/test_takeover_table.py);
+        # past it, the engine meets the port taken and the health wait names the failure.
+        result = run_pyinfra(rig.inventory("port", FAIL_FAST), DEPLOY, "--data", "skip_preflight=true", check=False)
     finally:
         # The engine first: freed, the port would let its next automatic restart come up healthy.
         rig.sh(f"systemctl stop {UNIT_NAME}; systemctl stop port-holder")
+    assert f"pid {holder} (python3)" in ANSI.sub("", result.stderr)  # the table named it first
     assert_named_above_the_journal(result, "llama-port-in-use")
 
 

@@ -18,6 +18,8 @@ from pyinfra_run import assert_no_changes, run_pyinfra
 from rigforge.checks import NO_GPU
 from rigforge.operations.lock import TAKE_NAME
 from rigforge.sandbox import SandboxHost, exec_in
+from roles.takeover import STOP_NAME as TAKEOVER_STOP
+from roles.takeover import TITLE as TAKEOVER
 
 if TYPE_CHECKING:
     from conftest import Sandbox
@@ -76,10 +78,12 @@ def test_full_deploy_stops_before_changing_anything(sandbox: Sandbox, preflight_
     log = ANSI.sub("", result.stderr)
     assert result.returncode != 0, log[-3000:]
     assert "blocking check failed: gpus" in log
-    # The stop is the first operation after the deploy lock; pyinfra starts no other one on a failed host
-    # (here its only host). The lock stays, as after any failed run: this controller's next run takes it over.
+    # The stop is the first operation after the deploy lock and the table of what is already there (nothing
+    # of the owner's here: it lets the host go on); pyinfra starts no other one on a failed host (here its
+    # only host). The lock stays, as after any failed run: this controller's next run takes it over.
     started = re.findall(r"--> Starting operation: (.*)", log)
-    assert [name.strip() for name in started] == [TAKE_NAME, "Preflight | Stop when a blocking check fails"], started
+    assert [name.strip() for name in started] == [TAKE_NAME, f"{TAKEOVER} | {TAKEOVER_STOP}",
+                                                  "Preflight | Stop when a blocking check fails"], started
     # The base role would have recorded the profile: it never ran.
     assert exec_in(preflight_host, "test -e /etc/rigforge/profile.json").returncode != 0
 

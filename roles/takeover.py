@@ -1,0 +1,45 @@
+"""What is already there: the table every deploy prints first, and the stop on what it must not touch.
+
+Read before any change (the facts come back in the deploy's one read-ahead command), printed as one
+table per host, then a host whose table has a blocking row for a layer this deploy changes stops there,
+with one line per blocking item; other hosts go on. ``--data skip_preflight=true`` prints the same and
+continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+
+from rigforge.checks.takeover import LAYERS, Row, blocking_rows, gather_installed, takeover_lines, takeover_rows
+from rigforge.context import current_profile, run_settings
+from roles.preflight import stop_on_blocking_checks
+
+LABEL = "already there"
+TITLE = "What is already there"
+STOP_NAME = "Stop before replacing what the owner installed"
+
+
+@deploy(TITLE)
+def apply_takeover(layers: Sequence[str] = LAYERS) -> None:
+    """Print what the owner already installed and stop this host on what this deploy would have to replace.
+
+    + layers: the layers this deploy changes (``host``, ``container``, ``serving``): only their blocking
+      rows stop it; an empty tuple only reports
+    """
+    profile = current_profile()
+    rows = takeover_rows(profile, gather_installed(host.get_fact, profile))
+    _log_table(rows)
+    blocking = blocking_rows(rows, layers)
+    stop_on_blocking_checks(name=STOP_NAME,
+                            blocking=list(dict.fromkeys(row.component for row in blocking)),
+                            skip=run_settings().skip_preflight, label=LABEL,
+                            details=[row.describe() for row in blocking])
+
+
+def _log_table(rows: list[Row]) -> None:
+    host.log("what is already there:", log_func=logger.info)
+    for line in takeover_lines(rows):
+        logger.info(f"{host.print_prefix}{line}")
