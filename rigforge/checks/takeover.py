@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rigforge.checks.table import render_table
+from rigforge.docker_install import DockerRow, docker_install, docker_row
 from rigforge.engines import UNIT_NAME
 from rigforge.facts import LoadedDriver, NvidiaLoadedDriver
+from rigforge.facts.docker import DockerEngine, DockerSetup
 from rigforge.facts.holders import (
     DpkgLockHolders,
     GpuComputeProcesses,
@@ -32,7 +34,7 @@ from rigforge.facts.holders import (
     is_engine,
 )
 from rigforge.facts.installed import DPKG_STATUS, CudaInstall, CudaToolkits, DriverInstall, NvidiaDriverInstall
-from rigforge.facts.packages import NvidiaSmiVersions, SmiVersions
+from rigforge.facts.packages import DpkgPackages, NvidiaSmiVersions, SmiVersions
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
 
@@ -62,7 +64,7 @@ _PROPRIETARY_NAMES = re.compile(r"^(cuda-drivers(-\d+)?|nvidia-kernel-dkms|nvidi
 class Row:
     """One line of the table.
 
-    + component: `nvidia-driver`, `cuda`, `gpu-process`, `engine-port`, `apt-lock`
+    + component: `nvidia-driver`, `cuda`, `docker`, `gpu-process`, `engine-port`, `apt-lock`
     + found / source / action / why: the table's cells
     + blocking: a deploy that changes ``layer`` stops the host on it
     + layer: `host`, `container` or `serving`; "" for rows that only inform
@@ -92,14 +94,20 @@ class InstalledFacts:
     gpu_processes: Holders
     port_listeners: Holders
     lock_holders: tuple[LockHolder, ...]
+    docker: DockerRow | None = None  # judged by rigforge/docker_install.py, as the container role judges it
 
 
 def gather_installed(get_fact: Callable[..., Any], profile: Profile) -> InstalledFacts:
     """Read every fact the rows need with ``get_fact`` (pyinfra's ``host.get_fact``)."""
+    docker = None
+    if profile.container is not None:
+        setup = get_fact(DockerSetup)
+        docker = docker_row(docker_install(get_fact(DpkgPackages) or {}, setup), get_fact(DockerEngine), setup)
     return InstalledFacts(
         driver_install=get_fact(NvidiaDriverInstall), loaded_driver=get_fact(NvidiaLoadedDriver),
         smi=get_fact(NvidiaSmiVersions), cuda=get_fact(CudaToolkits), gpu_processes=get_fact(GpuComputeProcesses),
-        port_listeners=get_fact(PortListeners, port=profile.engine.port), lock_holders=get_fact(DpkgLockHolders))
+        port_listeners=get_fact(PortListeners, port=profile.engine.port), lock_holders=get_fact(DpkgLockHolders),
+        docker=docker)
 
 
 def _repo_prefix(profile: Profile) -> str:
@@ -271,10 +279,18 @@ def apt_lock_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
                 "apt cannot install while another process holds the lock; rigforge never kills it")]
 
 
+def docker_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
+    """Docker: which one, its containers and daemon.json keys, and what the container role will do with it."""
+    if facts.docker is None:
+        return [Row("docker", "-", "-", "leave it", "the profile manages no container runtime")]
+    found = facts.docker
+    return [Row("docker", found.found, found.source, found.action, found.why, found.blocking, layer="container")]
+
+
 RowFunction = Callable[[Profile, InstalledFacts], list[Row]]
 
 #: Table order.
-ROWS: tuple[RowFunction, ...] = (driver_row, cuda_row, gpu_process_rows, port_rows, apt_lock_row)
+ROWS: tuple[RowFunction, ...] = (driver_row, cuda_row, docker_rows, gpu_process_rows, port_rows, apt_lock_row)
 
 
 def takeover_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:

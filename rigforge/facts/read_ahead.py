@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.event
 from pyinfra import logger
 from pyinfra.api import facts as pyinfra_facts
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
@@ -106,7 +107,7 @@ class HostReads:
 
 
 _hosts: weakref.WeakKeyDictionary[Host, HostReads] = weakref.WeakKeyDictionary()
-_started: weakref.WeakKeyDictionary[State, set[str]] = weakref.WeakKeyDictionary()
+_started: weakref.WeakKeyDictionary[State, dict[str, gevent.event.Event]] = weakref.WeakKeyDictionary()
 _to_save: list[HostReads] = []  # strong: pyinfra's state is gone by the time the process exits
 _original_get_fact = pyinfra_facts._get_fact
 
@@ -150,11 +151,20 @@ def _read_host(state: State, host: Host, reads: list[FactRead], entry: HostReads
 
 def read_ahead(state: State, deploy: str) -> None:
     """Read every active host's recorded facts for ``deploy``, all hosts at once (the first call per run
-    does it; later calls, one per host as pyinfra runs the deploy code, find it done)."""
-    started = _started.setdefault(state, set())
+    does it; later calls, one per host as pyinfra runs the deploy code in parallel, wait until it is done:
+    a host whose deploy code went on meanwhile would read each fact on its own)."""
+    started = _started.setdefault(state, {})
     if deploy in started:
+        started[deploy].wait()
         return
-    started.add(deploy)
+    done = started[deploy] = gevent.event.Event()
+    try:
+        _read_all_hosts(state, deploy)
+    finally:
+        done.set()
+
+
+def _read_all_hosts(state: State, deploy: str) -> None:
     jobs = []
     for host in state.inventory.get_active_hosts():
         if not isinstance(host.connector, SHELL_CONNECTORS):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import gevent
 import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
@@ -156,3 +157,21 @@ def test_every_read_of_the_run_is_recorded_for_the_next(local: tuple[State, Host
     read_ahead._save_all()
     recorded = read_ahead.load_reads(read_ahead.record_path("deploys/record.py", host.name))
     assert recorded == [FactRead.of(File, path=str(tmp_path)), FactRead.of(Hostname)]
+
+
+def test_a_host_whose_deploy_code_runs_meanwhile_waits_for_the_read_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyinfra runs the deploy code of every host in parallel: the hosts after the first must not go on (and
+    read their facts one by one) while the first one's call is still reading ahead for all of them."""
+    state = State(Inventory((["@local"], {})), Config())
+    finished: list[str] = []
+
+    def slow_read(state: State, deploy: str) -> None:
+        gevent.sleep(0.2)
+        finished.append("read ahead")
+
+    monkeypatch.setattr(read_ahead, "_read_all_hosts", slow_read)
+    first = gevent.spawn(read_ahead.read_ahead, state, "deploys/host.py")
+    gevent.sleep(0)  # the first host's call is under way
+    second = gevent.spawn(lambda: (read_ahead.read_ahead(state, "deploys/host.py"), finished.append("second")))
+    gevent.joinall([first, second], raise_error=True)
+    assert finished == ["read ahead", "second"]

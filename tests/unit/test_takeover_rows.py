@@ -15,6 +15,7 @@ from rigforge.checks.takeover import (
     Row,
     blocking_rows,
     cuda_row,
+    docker_rows,
     driver_row,
     gpu_process_rows,
     package_source,
@@ -22,6 +23,7 @@ from rigforge.checks.takeover import (
     takeover_lines,
     takeover_rows,
 )
+from rigforge.docker_install import DockerRow
 from rigforge.facts.driver import parse_driver_version
 from rigforge.facts.holders import NO_HOLDERS, Holder, Holders, LockHolder, parse_compute_apps, parse_listeners
 from rigforge.facts.installed import (
@@ -61,7 +63,8 @@ def only(rows: list[Row]) -> Row:
 def test_bare_host_blocks_nothing() -> None:
     for profile in (RIG, SANDBOX):
         rows = takeover_rows(profile, BARE)
-        assert [row.component for row in rows] == ["nvidia-driver", "cuda", "gpu-process", "engine-port", "apt-lock"]
+        assert [row.component for row in rows] == ["nvidia-driver", "cuda", "docker", "gpu-process", "engine-port",
+                                                   "apt-lock"]
         assert not [row for row in rows if row.blocking]
     driver, cuda = takeover_rows(RIG, BARE)[:2]
     assert (driver.found, driver.action) == ("none", "install 595.45.04 (open)")
@@ -218,3 +221,13 @@ def test_the_driver_rigforge_installed_is_kept() -> None:
     assert (driver.found, driver.action, driver.blocking) == ("595.45.04 (open)", "keep", False)
     assert driver.source.startswith(f"{NVIDIA_REPO}: nvidia-driver-cuda 595.45.04-1")
     assert (toolkit.found, toolkit.action) == ("13.2; no /usr/local/cuda", "keep")
+
+
+def test_docker_row_is_the_container_roles_judgement_and_blocks_the_container_layer() -> None:
+    other = DockerRow("Docker", "/usr/bin/docker, owned by no package; engine not running", "installed by hand",
+                      "stop: rigforge does not install docker.io over another Docker", "it would shadow it",
+                      blocking=True)
+    row = only(docker_rows(RIG, replace(BARE, docker=other)))
+    assert (row.component, row.found, row.blocking, row.layer) == ("docker", other.found, True, "container")
+    assert blocking_rows([row], ("host",)) == [] and blocking_rows([row], ("container",)) == [row]
+    assert only(docker_rows(RIG, BARE)).action == "leave it"  # no Docker judged: the profile manages none
