@@ -176,7 +176,11 @@ def _read_all_hosts(state: State, deploy: str) -> None:
         reads = load_reads(entry.record)
         if reads:
             if not host.connected:
-                host.connect(reason="to read facts ahead", raise_exceptions=True)
+                try:
+                    host.connect(reason="to read facts ahead", raise_exceptions=True)
+                except Exception as exc:  # noqa: BLE001 - this call may be another host's: it must not fail it
+                    logger.debug(f"{host.print_prefix}read-ahead skipped: {exc}")
+                    continue
             jobs.append(gevent.spawn(_read_host, state, host, reads, entry))
     gevent.joinall(jobs, raise_error=True)
 
