@@ -11,11 +11,15 @@ and fix are about:
   which is the real failure: a kernel upgraded alone boots without the NVIDIA module.
 - ``linux-headers-<K>``: ``/usr/src/linux-headers-<K>`` and the ``/lib/modules/<K>/build`` link; its
   postinst runs /etc/kernel/header_postinst.d, where DKMS builds the module.
-- ``dkms`` (shipped inside the stand-in ``nvidia-kernel-open-dkms``, with DKMS's two kernel hooks):
-  ``autoinstall -k K`` "builds" the module when K's headers are there, else fails with DKMS's message;
-  ``status`` and ``remove`` as DKMS prints and does them. The "module" is a real ELF object whose
-  .modinfo section carries the driver version, so ``modinfo -k K -F version nvidia`` (what rigforge
-  reads) answers as it does for a real module. Nothing else about it is real.
+- ``dkms`` (a package of its own, with DKMS's two kernel hooks, which the stand-in
+  ``nvidia-kernel-open-dkms`` depends on): ``autoinstall -k K`` "builds" the module when K's headers are
+  there, else fails with DKMS's message, and does nothing when no nvidia module source is installed (real
+  dkms with nothing added); ``status`` and ``remove`` as DKMS prints and does them. The "module" is a real
+  ELF object whose .modinfo section carries the driver version, so ``modinfo -k K -F version nvidia``
+  (what rigforge reads) answers as it does for a real module. Nothing else about it is real.
+  Its version sorts just above Debian 12's dkms (3.0.10-8+deb12u1), which Debian's own
+  ``nvidia-kernel-dkms`` pulls in: on a host that had Debian's driver, installing the stand-in driver
+  upgrades that dkms to the stand-in one, where two packages owning /usr/sbin/dkms would make dpkg refuse.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from pathlib import Path
 SANDBOX_KERNEL = "0.0.0-rigforge-sandbox"
 UPDATE_KERNEL = "6.1.0-99-amd64"
 KERNEL_PACKAGE_VERSION = "6.1.0-99.1"
+#: Debian 12's dkms is 3.0.10-8+deb12u1; the stand-in sorts just above it, so installing it upgrades that one.
+DKMS_VERSION = "3.0.10-8+deb12u1.rigforge1"
 
 DKMS = textwrap.dedent('''\
     #!/usr/bin/python3
@@ -59,6 +65,8 @@ DKMS = textwrap.dedent('''\
         return body + section(0, 0, 0, 0) + section(1, 1, 64, len(info)) + section(10, 3, names_at, len(names))
 
     def autoinstall(kernel):
+        if not os.path.exists(MODULE_FILE):
+            return 0  # no nvidia module source installed: nothing registered, nothing to build
         if not os.path.exists(f"/lib/modules/{{kernel}}/build"):
             print(f"Error! Your kernel headers for kernel {{kernel}} cannot be found at "
                   f"/lib/modules/{{kernel}}/build or /lib/modules/{{kernel}}/source.\\nPlease install the "
@@ -86,7 +94,7 @@ DKMS = textwrap.dedent('''\
         if args[:1] in (["autoinstall"], ["install"]):
             return autoinstall(kernel)
         if args[:1] == ["status"]:
-            for path in modules():
+            for path in modules() if os.path.exists(MODULE_FILE) else []:
                 print(f"nvidia/{{driver_version()}}, {{path.split('/')[3]}}, {{os.uname().machine}}: installed")
             return 0
         if args[:1] == ["remove"]:
@@ -115,7 +123,7 @@ DKMS_PRERM = "/usr/sbin/dkms remove nvidia --all || true"
 
 
 def dkms_files(note: str, module_file: str) -> dict[str, tuple[str, int]]:
-    """The stand-in DKMS files the stand-in ``nvidia-kernel-open-dkms`` ships."""
+    """The files of the stand-in ``dkms`` package: dkms itself and its two kernel hooks."""
     hook = DKMS_HOOK.format(note=note)
     return {
         "/usr/sbin/dkms": (DKMS.format(note=note, module=module_file), 0o755),
@@ -125,6 +133,14 @@ def dkms_files(note: str, module_file: str) -> dict[str, tuple[str, int]]:
 
 
 BuildDeb = Callable[..., Path]
+
+
+def dkms_deb(build_deb: BuildDeb, work: Path, out_dir: Path, arch: str, note: str, module_file: str) -> Path:
+    """The stand-in ``dkms`` package (``DKMS_VERSION``); ``module_file`` is where the driver's module source lies.
+
+    A package of its own, as in Debian, so that it can take over from Debian's dkms by an ordinary upgrade.
+    """
+    return build_deb(work, out_dir, "dkms", DKMS_VERSION, arch, dkms_files(note, module_file))
 
 
 def kernel_debs(build_deb: BuildDeb, work: Path, out_dir: Path, arch: str, note: str) -> list[Path]:

@@ -9,8 +9,9 @@ names and real-looking versions:
 - for each driver version (590.48.01 and 595.45.04 by default): ``nvidia-open`` depending on exactly
   its ``nvidia-kernel-open-dkms``, ``nvidia-driver-cuda`` and ``nvidia-persistenced``;
 - ``cuda-toolkit-13-2`` 13.2.51-1 with a stand-in ``nvcc`` under /usr/local/cuda-13.2;
-- kernel headers for the sandbox's kernel and a kernel "update" with its headers, and a stand-in DKMS
-  inside ``nvidia-kernel-open-dkms`` that builds a module per kernel (tests/standins/kernels.py).
+- kernel headers for the sandbox's kernel and a kernel "update" with its headers, and a stand-in
+  ``dkms`` package (which every ``nvidia-kernel-open-dkms`` depends on) that builds a module per kernel
+  (tests/standins/kernels.py).
 
 The stand-in "kernel module" is a file in the /proc/driver/nvidia/version format; a unit of the dkms
 package copies it to /run/nvidia-standin/version at boot, which is what "loading the module" means
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
-from tests.standins.kernels import DKMS_POSTINST, DKMS_PRERM, dkms_files, kernel_debs
+from tests.standins.kernels import DKMS_POSTINST, DKMS_PRERM, DKMS_VERSION, dkms_deb, kernel_debs
 
 DRIVER_VERSIONS = ("590.48.01", "595.45.04")
 CUDA_PACKAGE = "cuda-toolkit-13-2"
@@ -216,8 +217,7 @@ def _driver_debs(work: Path, out_dir: Path, version: str, arch: str, machine: st
         _build_deb(work, out_dir, "nvidia-kernel-open-dkms", deb_version, arch, {
             MODULE_FILE: (_module_version_line(version, machine), 0o644),
             "/lib/systemd/system/nvidia-standin-module.service": (MODULE_UNIT.format(**note), 0o644),
-            **dkms_files(STANDIN_NOTE, MODULE_FILE),
-        }, postinst=f"{enable}\n{DKMS_POSTINST}", prerm=DKMS_PRERM),
+        }, depends=f"dkms (>= {DKMS_VERSION})", postinst=f"{enable}\n{DKMS_POSTINST}", prerm=DKMS_PRERM),
         _build_deb(work, out_dir, "nvidia-driver-cuda", deb_version, arch, {
             "/usr/bin/nvidia-smi": (NVIDIA_SMI.format(**note), 0o755),
         }),
@@ -281,6 +281,7 @@ def build_repo(dest: Path, distro: str = "debian12", machine: str | None = None,
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         debs = [deb for version in driver_versions for deb in _driver_debs(work, repo_dir, version, arch, machine)]
+        debs.append(dkms_deb(_build_deb, work, repo_dir, arch, STANDIN_NOTE, MODULE_FILE))
         debs += kernel_debs(_build_deb, work, repo_dir, arch, STANDIN_NOTE)
         debs.append(_build_deb(work, repo_dir, CUDA_PACKAGE, CUDA_VERSION, arch, {
             "/usr/local/cuda-13.2/bin/nvcc": (NVCC.format(note=STANDIN_NOTE), 0o755),
