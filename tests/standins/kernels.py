@@ -24,6 +24,7 @@ and fix are about:
 
 from __future__ import annotations
 
+import inspect
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,31 @@ KERNEL_PACKAGE_VERSION = "6.1.0-99.1"
 #: Debian 12's dkms is 3.0.10-8+deb12u1; the stand-in sorts just above it, so installing it upgrades that one.
 DKMS_VERSION = "3.0.10-8+deb12u1.rigforge1"
 
+
+def module_elf(version: str, kernel: str, machine: str, module_license: str = "Dual MIT/GPL") -> bytes:
+    """A stand-in ``nvidia.ko``: an ELF relocatable object with only a .modinfo section, which is all that
+    ``modinfo`` and ``depmod`` read. Self-contained (struct only), because the stand-in dkms runs this very
+    source on the host; the .run stand-in calls it here."""
+    import struct
+
+    fields = (("version", version), ("license", module_license), ("name", "nvidia"),
+              ("description", "STAND-IN nvidia module (rigforge tests)"), ("vermagic", kernel + " SMP mod_unload "))
+    info = b"".join(f"{key}={value}".encode() + b"\0" for key, value in fields)
+    names = b"\0.modinfo\0.shstrtab\0"
+    names_at = 64 + len(info)
+    table_at = (names_at + len(names) + 7) & ~7
+    elf_machine = {"x86_64": 62, "aarch64": 183}.get(machine, 62)
+    header = struct.pack("<4sBBBBB7xHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1, 0, 0, 1, elf_machine, 1, 0, 0,
+                         table_at, 0, 64, 0, 0, 64, 3, 2)
+
+    def section(name: int, kind: int, offset: int, size: int) -> bytes:
+        return struct.pack("<IIQQQQIIQQ", name, kind, 0, 0, offset, size, 0, 0, 1, 0)
+
+    body = header + info + names
+    body += b"\0" * (table_at - len(body))
+    return body + section(0, 0, 0, 0) + section(1, 1, 64, len(info)) + section(10, 3, names_at, len(names))
+
+
 DKMS = textwrap.dedent('''\
     #!/usr/bin/python3
     # {note}
@@ -42,27 +68,12 @@ DKMS = textwrap.dedent('''\
     import glob, os, re, struct, subprocess, sys
 
     MODULE_FILE = "{module}"
-    MACHINES = {{"x86_64": 62, "aarch64": 183}}
 
     def driver_version():
         text = open(MODULE_FILE).read()
         return re.search(r"Kernel Module for \\S+\\s+(\\S+)", text).group(1)
 
-    def module_elf(version, kernel):
-        info = b"".join(f"{{k}}={{v}}".encode() + b"\\0" for k, v in (
-            ("version", version), ("license", "Dual MIT/GPL"), ("name", "nvidia"),
-            ("description", "STAND-IN nvidia module (rigforge tests)"), ("vermagic", kernel + " SMP mod_unload ")))
-        names = b"\\0.modinfo\\0.shstrtab\\0"
-        names_at = 64 + len(info)
-        table_at = (names_at + len(names) + 7) & ~7
-        machine = MACHINES.get(os.uname().machine, 62)
-        header = struct.pack("<4sBBBBB7xHHIQQQIHHHHHH", b"\\x7fELF", 2, 1, 1, 0, 0, 1, machine, 1, 0, 0,
-                             table_at, 0, 64, 0, 0, 64, 3, 2)
-        def section(name, kind, offset, size):
-            return struct.pack("<IIQQQQIIQQ", name, kind, 0, 0, offset, size, 0, 0, 1, 0)
-        body = header + info + names
-        body += b"\\0" * (table_at - len(body))
-        return body + section(0, 0, 0, 0) + section(1, 1, 64, len(info)) + section(10, 3, names_at, len(names))
+    {module_elf}
 
     def autoinstall(kernel):
         if not os.path.exists(MODULE_FILE):
@@ -77,7 +88,7 @@ DKMS = textwrap.dedent('''\
         target = f"/lib/modules/{{kernel}}/updates/dkms/nvidia.ko"
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target + ".new", "wb") as out:
-            out.write(module_elf(version, kernel))
+            out.write(module_elf(version, kernel, os.uname().machine))
         os.replace(target + ".new", target)
         subprocess.run(["depmod", kernel], check=True, stderr=subprocess.DEVNULL)
         print(f"nvidia/{{version}} (stand-in): built and installed for {{kernel}}")
@@ -126,7 +137,8 @@ def dkms_files(note: str, module_file: str) -> dict[str, tuple[str, int]]:
     """The files of the stand-in ``dkms`` package: dkms itself and its two kernel hooks."""
     hook = DKMS_HOOK.format(note=note)
     return {
-        "/usr/sbin/dkms": (DKMS.format(note=note, module=module_file), 0o755),
+        "/usr/sbin/dkms": (DKMS.format(note=note, module=module_file, module_elf=inspect.getsource(module_elf)),
+                           0o755),
         "/etc/kernel/postinst.d/dkms": (hook, 0o755),
         "/etc/kernel/header_postinst.d/dkms": (hook, 0o755),
     }

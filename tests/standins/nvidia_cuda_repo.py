@@ -178,8 +178,9 @@ def _run(cmd: list[str], **kwargs: object) -> str:
     return proc.stdout
 
 
-def _module_version_line(version: str, machine: str) -> str:
-    # The layout of /proc/driver/nvidia/version (tests/fixtures/gpu/*/proc-driver-nvidia-version.txt).
+def module_version_line(version: str, machine: str) -> str:
+    """The stand-in "module" text: the layout of /proc/driver/nvidia/version of an open module (fixtures:
+    tests/fixtures/gpu/*/proc-driver-nvidia-version.txt), which the stand-in nvidia-smi reads."""
     return (f"NVRM version: NVIDIA UNIX Open Kernel Module for {machine}  {version}  Release Build  "
             "(rigforge-standin@localhost)\nGCC version:  stand-in\n")
 
@@ -215,7 +216,7 @@ def _driver_debs(work: Path, out_dir: Path, version: str, arch: str, machine: st
     enable = "systemctl enable nvidia-standin-module.service >/dev/null 2>&1 || true"
     return [
         _build_deb(work, out_dir, "nvidia-kernel-open-dkms", deb_version, arch, {
-            MODULE_FILE: (_module_version_line(version, machine), 0o644),
+            MODULE_FILE: (module_version_line(version, machine), 0o644),
             "/lib/systemd/system/nvidia-standin-module.service": (MODULE_UNIT.format(**note), 0o644),
         }, depends=f"dkms (>= {DKMS_VERSION})", postinst=f"{enable}\n{DKMS_POSTINST}", prerm=DKMS_PRERM),
         _build_deb(work, out_dir, "nvidia-driver-cuda", deb_version, arch, {
