@@ -24,6 +24,9 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "rollback": (bool, False, "deploys/driver_update.py: reinstall the driver recorded before the last update"),
     "on_regression": (str, "stop", "deploys/driver_update.py after a slower bench: stop, or rollback"),
     "break_lock": (bool, False, "take over the rig's deploy lock held by another run (check it is gone first)"),
+    "replace_driver": (bool, False, "purge the NVIDIA driver the owner installed (the distribution's or the other "
+                                    "flavor's packages; a .run install through its nvidia-uninstall) and install "
+                                    "the profile's"),
 }
 
 
@@ -43,6 +46,7 @@ class RunSettings:
     rollback: bool
     on_regression: str
     break_lock: bool
+    replace_driver: bool
 
 
 def current_profile() -> Profile:

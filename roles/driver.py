@@ -3,9 +3,11 @@ and held, and nvidia-persistenced.
 
 The repository, key, pin and hold decisions are written down in ``rigforge/operations/nvidia_apt.py``.
 This role orders them: key and sources file, ``apt-get update`` only when one of them changed, the pin,
-the driver install (which un-holds an older held release first), the hold, persistenced. The driver
-install is boot-affecting: the new kernel module loads only at the next boot, so the host layer's
-reboot step gets it as a trigger and, on its own, compares the installed with the loaded driver.
+the removal of a driver the owner installed (only with ``--data replace_driver=true``:
+``rigforge/operations/driver_takeover.py``), the driver install (which un-holds an older held release
+first), the hold, persistenced. The driver install is boot-affecting: the new kernel module loads only
+at the next boot, so the host layer's reboot step gets it as a trigger and, on its own, compares the
+installed with the loaded driver.
 
 DKMS builds the module for the kernels whose headers are installed: the role installs the headers of
 the running kernel and of the kernel GRUB boots next (``rigforge/operations/kernel_module.py``), and
@@ -24,10 +26,12 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.server import Arch, LinuxDistribution
 from pyinfra.operations import systemd
 
+from rigforge.checks.driver_takeover import REPLACE
 from rigforge.context import current_profile
 from rigforge.facts.kernel import NvidiaModuleKernels
 from rigforge.facts.packages import DpkgPackages
-from rigforge.operations import apt, nvidia_apt
+from rigforge.operations import apt, driver_takeover, nvidia_apt
+from rigforge.operations.driver_takeover import current_plan, recovery_line
 from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import kernel_headers, nvidia_module_for_kernels
 from rigforge.operations.nvidia_apt import RepoPlatform, cuda_repo_platform, driver_packages
@@ -99,6 +103,11 @@ def apply_driver(version: str | None = None) -> DriverChanges:
                            dest=SOURCES_FILE, content=rendered[SOURCES_FILE])
     managed_file(name=f"Pin the NVIDIA driver at {driver.version}", dest=PIN_FILE, content=rendered[PIN_FILE])
     refresh = apt.lists_updated(name="Refresh the package lists (repository changed)", triggers=[key, sources])
+    # A driver the owner installed goes first (only with --data replace_driver=true: refuse_foreign_driver
+    # stopped the host before any change otherwise); the install below says what is left should it fail.
+    takeover = current_plan(profile)
+    driver_takeover.foreign_driver_removed(name="Remove the driver the owner installed", profile=profile)
+    if_it_fails = recovery_line(takeover, driver.version) if takeover.action == REPLACE else ""
     # DKMS builds the open kernel module against these (the running kernel's and the next boot's), so they
     # come before the driver, whose install builds it.
     headers = kernel_headers(host.get_fact(NvidiaModuleKernels))
@@ -106,7 +115,8 @@ def apply_driver(version: str | None = None) -> DriverChanges:
         apt.packages(name="Install the headers of the kernels that need the NVIDIA module", packages=headers,
                      refreshed_by=[refresh])
     install = nvidia_apt.install_driver(name=f"Install the NVIDIA {driver.flavor} driver {driver.version}",
-                                        packages=packages, version=driver.version, refreshed_by=[refresh])
+                                        packages=packages, version=driver.version, refreshed_by=[refresh],
+                                        if_it_fails=if_it_fails)
     nvidia_apt.hold_at_version(name=f"{'Hold' if driver.hold else 'Release'} the driver packages at "
                                     f"{driver.version}", packages=packages, version=driver.version, hold=driver.hold)
     nvidia_module_for_kernels(name=f"Build the NVIDIA {driver.version} module for the running and next-boot kernels",

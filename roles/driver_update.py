@@ -36,6 +36,7 @@ from rigforge.context import RunSettings, current_profile
 from rigforge.engines import UNIT_NAME
 from rigforge.facts.kernel import NvidiaModuleKernels
 from rigforge.facts.packages import DpkgPackages
+from rigforge.operations.driver_takeover import refuse_foreign_driver
 from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import missing_module_lines
 from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
@@ -106,6 +107,8 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     verb = "Roll back" if plan.rollback else "Update"
     # Before the drain: a module Secure Boot rejects would bring the rig back without GPUs.
     refuse_untrusted_driver(name="Refuse a driver Secure Boot would reject")
+    refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
+                          allowed=settings.replace_driver)
     bench.install_client(profile)
     baseline = recent_baseline(results, host.name, profile, plan.installed)
     if baseline is None:

@@ -3,7 +3,9 @@
 Order and why:
 
 0. Secure Boot - on with DKMS's key not enrolled, the host stops before any change
-   (``rigforge/operations/secure_boot.py``), ``skip_preflight=true`` or not;
+   (``rigforge/operations/secure_boot.py``), ``skip_preflight=true`` or not; so does a driver the owner
+   installed that must be replaced, unless ``--data replace_driver=true`` allows it
+   (``rigforge/operations/driver_takeover.py``);
 1. base - packages the later roles call (curl, gnupg, pciutils…) and /etc/rigforge;
 2. modprobe - nouveau is blacklisted and the uvm options are in place before the driver arrives;
 3. driver - NVIDIA's repository, the pinned and held driver, nvidia-persistenced;
@@ -26,6 +28,7 @@ from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 
 from rigforge.context import current_profile, run_settings
+from rigforge.operations.driver_takeover import refuse_foreign_driver
 from rigforge.operations.nvidia_apt import RepoPlatform, driver_packages
 from rigforge.operations.reboot import reboot_if_needed, record_pending_reboot
 from rigforge.operations.secure_boot import refuse_untrusted_driver
@@ -62,6 +65,8 @@ def apply_host() -> None:
     settings = run_settings()
     # Before any change, even past skip_preflight: a module Secure Boot rejects leaves the rig without GPUs.
     refuse_untrusted_driver(name="Refuse a driver Secure Boot would reject", driver=profile.driver is not None)
+    refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
+                          allowed=settings.replace_driver)
     base.apply_base()
     triggers = modprobe.apply_modprobe()
     remember_reboot_triggers(triggers)

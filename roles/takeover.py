@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
+from rigforge.checks.driver_takeover import SWITCH
 from rigforge.checks.takeover import LAYERS, Row, blocking_rows, gather_installed, takeover_lines, takeover_rows
 from rigforge.context import current_profile, run_settings
 from roles.preflight import stop_on_blocking_checks
@@ -30,12 +31,14 @@ def apply_takeover(layers: Sequence[str] = LAYERS) -> None:
       rows stop it; an empty tuple only reports
     """
     profile = current_profile()
-    rows = takeover_rows(profile, gather_installed(host.get_fact, profile))
+    settings = run_settings()
+    switches = frozenset({SWITCH} if settings.replace_driver else ())
+    rows = takeover_rows(profile, gather_installed(host.get_fact, profile, switches))
     _log_table(rows)
     blocking = blocking_rows(rows, layers)
     stop_on_blocking_checks(name=STOP_NAME,
                             blocking=list(dict.fromkeys(row.component for row in blocking)),
-                            skip=run_settings().skip_preflight, label=LABEL,
+                            skip=settings.skip_preflight, label=LABEL,
                             details=[row.describe() for row in blocking])
 
 

@@ -14,15 +14,28 @@ A component is one function in ``ROWS``: Docker's row goes there beside the othe
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from rigforge.checks.driver_takeover import (
+    INSTALL,
+    KEEP,
+    NVIDIA_REPO,
+    REFUSE,
+    REPLACE,
+    SWITCH,
+    UPGRADE,
+    DriverFound,
+    plan_driver,
+    read_driver_found,
+)
 from rigforge.checks.table import render_table
 from rigforge.docker_install import DockerRow, docker_install, docker_row
 from rigforge.engines import UNIT_NAME
-from rigforge.facts import LoadedDriver, NvidiaLoadedDriver
+from rigforge.facts import LoadedDriver
+from rigforge.facts.apt_simulation import AptPurgeSimulation, AptRemovals
 from rigforge.facts.docker import DockerEngine, DockerSetup
 from rigforge.facts.holders import (
     DpkgLockHolders,
@@ -33,31 +46,15 @@ from rigforge.facts.holders import (
     PortListeners,
     is_engine,
 )
-from rigforge.facts.installed import DPKG_STATUS, CudaInstall, CudaToolkits, DriverInstall, NvidiaDriverInstall
-from rigforge.facts.packages import DpkgPackages, NvidiaSmiVersions, SmiVersions
+from rigforge.facts.installed import CudaInstall, CudaToolkits, DriverInstall
+from rigforge.facts.packages import DpkgPackages, SmiVersions
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
 
 HEADERS = ("component", "found", "from where", "rigforge will", "why")
 MAX_WIDTHS = (14, 36, 34, 30, 70)
 LAYERS = ("host", "container", "serving")
-REPLACE = "replace (needs a switch; not yet supported)"
-NVIDIA_REPO = "NVIDIA's CUDA repository"
-RUNFILE = "NVIDIA's .run installer"
-UNEXPLAINED = "a loaded module no installed package explains"
-UNCONFIGURED = "an apt source no longer configured"
 PORT_SIGNATURE = "llama-port-in-use"
-
-#: Package names only NVIDIA's repository ships, and those only Ubuntu's archive ships (NNN: the branch).
-_NVIDIA_ONLY = re.compile(r"^(nvidia-open(-\d+)?|cuda-drivers(-\d+)?|nvidia-driver-pinning-.*|nvidia-kernel-open-dkms"
-                          r"|nvidia-driver-cuda)$")
-_UBUNTU_ONLY = re.compile(r"^(nvidia-driver-\d+(-open|-server|-server-open)?|linux-modules-nvidia-\d+.*)$")
-_NVIDIA_HOST = "developer.download.nvidia.com"
-#: Driver package names that say the flavor (NVIDIA's, Debian's and Ubuntu's names).
-_OPEN_NAMES = re.compile(r"^(nvidia-open(-\d+)?|nvidia-kernel-open-dkms|nvidia-open-kernel-dkms"
-                         r"|nvidia-driver-\d+(-server)?-open|linux-modules-nvidia-\d+(-server)?-open-.*)$")
-_PROPRIETARY_NAMES = re.compile(r"^(cuda-drivers(-\d+)?|nvidia-kernel-dkms|nvidia-driver-\d+(-server)?"
-                                r"|linux-modules-nvidia-\d+(-server)?-(?!open-).*)$")
 
 
 @dataclass(frozen=True)
@@ -95,110 +92,54 @@ class InstalledFacts:
     port_listeners: Holders
     lock_holders: tuple[LockHolder, ...]
     docker: DockerRow | None = None  # judged by rigforge/docker_install.py, as the container role judges it
+    driver_removals: AptRemovals | None = None  # apt's simulation of a driver replacement's purge
+    switches: frozenset[str] = frozenset()  # the run's --data switches that are on (replace_driver)
+
+    @property
+    def driver(self) -> DriverFound:
+        return DriverFound(install=self.driver_install, loaded=self.loaded_driver, smi=self.smi)
 
 
-def gather_installed(get_fact: Callable[..., Any], profile: Profile) -> InstalledFacts:
-    """Read every fact the rows need with ``get_fact`` (pyinfra's ``host.get_fact``)."""
+def gather_installed(get_fact: Callable[..., Any], profile: Profile,
+                     switches: frozenset[str] = frozenset()) -> InstalledFacts:
+    """Read every fact the rows need with ``get_fact`` (pyinfra's ``host.get_fact``); ``switches``: the run's."""
     docker = None
     if profile.container is not None:
         setup = get_fact(DockerSetup)
         docker = docker_row(docker_install(get_fact(DpkgPackages) or {}, setup), get_fact(DockerEngine), setup)
+    found = read_driver_found(get_fact)
+    plan = plan_driver(profile, found)
+    removals = get_fact(AptPurgeSimulation, packages=plan.purge) if plan.purge else None
     return InstalledFacts(
-        driver_install=get_fact(NvidiaDriverInstall), loaded_driver=get_fact(NvidiaLoadedDriver),
-        smi=get_fact(NvidiaSmiVersions), cuda=get_fact(CudaToolkits), gpu_processes=get_fact(GpuComputeProcesses),
-        port_listeners=get_fact(PortListeners, port=profile.engine.port), lock_holders=get_fact(DpkgLockHolders),
-        docker=docker)
-
-
-def _repo_prefix(profile: Profile) -> str:
-    url = str(profile.driver.repo.url) if profile.driver else ""
-    return re.split(r"\{|%7B", url, maxsplit=1)[0]
-
-
-def package_source(name: str, origins: Sequence[str], repo_prefix: str) -> str:
-    """Where an installed driver package came from: NVIDIA's repository, the distribution, or unknown."""
-    urls = [origin for origin in origins if origin != DPKG_STATUS]
-    if any(_NVIDIA_HOST in url or (repo_prefix and url.startswith(repo_prefix)) for url in urls):
-        return NVIDIA_REPO
-    if urls:
-        return f"the distribution ({re.sub(r'^[a-z]+://', '', urls[0])})"
-    if _NVIDIA_ONLY.match(name):
-        return NVIDIA_REPO
-    if _UBUNTU_ONLY.match(name):
-        return "the distribution (Ubuntu)"
-    return UNCONFIGURED
-
-
-def driver_sources(profile: Profile, facts: InstalledFacts) -> dict[str, list[str]]:
-    """{source: [what shows it]} for the driver on disk and in memory; empty when there is none."""
-    install, prefix = facts.driver_install, _repo_prefix(profile)
-    found = {name: package_source(name, package.origins, prefix) for name, package in install.packages.items()}
-    # NVIDIA's repository also ships Debian's names (nvidia-driver, nvidia-kernel-dkms): one whose version no
-    # source offers any more belongs with the NVIDIA packages of the same version.
-    nvidia_versions = {install.packages[name].version for name, source in found.items() if source == NVIDIA_REPO}
-    sources: dict[str, list[str]] = {}
-    for name, package in sorted(install.packages.items()):
-        source = NVIDIA_REPO if found[name] == UNCONFIGURED and package.version in nvidia_versions else found[name]
-        sources.setdefault(source, []).append(f"{name} {package.version}")
-    if install.runfile is not None:
-        traces = [path for path, there in (("nvidia-uninstall", install.runfile.uninstaller),
-                                           ("nvidia-installer.log", install.runfile.log)) if there]
-        sources[RUNFILE] = traces
-    if not sources and _found_driver(facts) is not None:
-        sources[UNEXPLAINED] = [install.module.filename if install.module else
-                                "/proc/driver/nvidia/version" if facts.loaded_driver else "nvidia-smi"]
-    return sources
-
-
-def _package_flavor(names: Sequence[str]) -> str:
-    if any(_OPEN_NAMES.match(name) for name in names):
-        return "open"
-    return "proprietary" if any(_PROPRIETARY_NAMES.match(name) for name in names) else "?"
-
-
-def _found_driver(facts: InstalledFacts) -> tuple[str, str] | None:
-    """(version, flavor) of the driver: the loaded module first, then the module file, then nvidia-smi and the
-    packages (whose names tell the flavor when no module does)."""
-    loaded, module = facts.loaded_driver, facts.driver_install.module
-    if loaded is not None:
-        return loaded.version, "open" if loaded.open_kernel_module else "proprietary"
-    if module is not None:
-        return module.version, module.flavor
-    packages = facts.driver_install.packages
-    flavor = _package_flavor(list(packages))
-    if facts.smi is not None and facts.smi.driver_version:
-        return facts.smi.driver_version, flavor
-    versions = sorted({package.version.split("-", 1)[0] for package in packages.values()})
-    return (versions[-1], flavor) if versions else None
+        driver_install=found.install, loaded_driver=found.loaded, smi=found.smi, cuda=get_fact(CudaToolkits),
+        gpu_processes=get_fact(GpuComputeProcesses), port_listeners=get_fact(PortListeners, port=profile.engine.port),
+        lock_holders=get_fact(DpkgLockHolders), docker=docker, driver_removals=removals, switches=switches)
 
 
 def driver_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
     """The NVIDIA driver: version and flavor, where it came from, and keep / install / upgrade / replace."""
-    found = _found_driver(facts)
-    sources = driver_sources(profile, facts)
-    found_text = f"{found[0]} ({found[1]})" if found else "none"
-    source_text = "; ".join(f"{source}: {', '.join(items[:3])}" for source, items in sources.items()) or "-"
+    plan = plan_driver(profile, facts.driver)
+    found_text = f"{plan.found[0]} ({plan.found[1]})" if plan.found else "none"
+    source_text = "; ".join(f"{source}: {', '.join(items[:3])}" for source, items in plan.sources.items()) or "-"
+    row = partial(Row, "nvidia-driver", found_text, source_text)
     if profile.driver is None:
-        return [Row("nvidia-driver", found_text, source_text, "leave it", "the profile manages no driver")]
-    wanted, flavor = profile.driver.version, profile.driver.flavor
-    target = f"{wanted} ({flavor})"
-    if found is None and not sources:
-        return [Row("nvidia-driver", "none", "-", f"install {target}",
-                    f"no driver found: the host layer installs it from {NVIDIA_REPO}", layer="host")]
-    foreign = [source for source in sources if source != NVIDIA_REPO]
-    if foreign:
-        return [Row("nvidia-driver", found_text, source_text, REPLACE,
-                    f"the profile's driver comes from {NVIDIA_REPO}; installed over a driver from "
-                    f"{' and '.join(foreign)} it leaves two sets of libraries or lets apt remove what it decides",
-                    blocking=True, layer="host")]
-    if found is not None and found[1] not in (flavor, "?"):
-        return [Row("nvidia-driver", found_text, source_text, REPLACE,
-                    f"the profile asks for the {flavor} kernel modules: the {found[1]} packages must be purged first",
-                    blocking=True, layer="host")]
-    if found is not None and found[0] == wanted:
-        return [Row("nvidia-driver", found_text, source_text, "keep", "already the profile's driver", layer="host")]
-    return [Row("nvidia-driver", found_text, source_text, f"upgrade to {target}",
-                "same source, another version: the host layer changes it and reboots once", layer="host")]
+        return [row("leave it", plan.why)]
+    target = f"{profile.driver.version} ({profile.driver.flavor})"
+    if plan.action == REFUSE:
+        return [row("blocked: rigforge cannot replace it", plan.why, blocking=True, layer="host")]
+    if plan.action != REPLACE:
+        action = {INSTALL: f"install {target}", KEEP: "keep", UPGRADE: f"upgrade to {target}"}[plan.action]
+        return [row(action, plan.why, layer="host")]
+    removals = facts.driver_removals
+    if removals is not None and removals.errors:
+        return [row("blocked: apt cannot plan the purge", f"apt-get -s purge {' '.join(plan.purge)}: "
+                    f"{'; '.join(removals.errors)}", blocking=True, layer="host")]
+    removed = removals.names if removals is not None else []
+    purge = f"; apt would purge {len(removed)} packages: {', '.join(removed)}" if removed else ""
+    if SWITCH in facts.switches:
+        return [row(f"replace: {plan.removal_text()}, then install {target}", f"{plan.why}{purge}", layer="host")]
+    return [row(f"replace, with --data {SWITCH}=true", f"{plan.why}; it would run {plan.removal_text()}{purge}",
+                blocking=True, layer="host")]
 
 
 def _tree_source(tree: Any) -> str:
@@ -221,9 +162,10 @@ def cuda_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
     kept = f"; {', '.join(others)} left untouched" if others else ""
     beside = " beside the others" if others else ""
     if same is not None and not same.packages:
-        return [Row("cuda", f"{found}; {link}", source, REPLACE,
+        uninstall = f"{same.path}/bin/cuda-uninstaller" if same.runfile else "its installer"
+        return [Row("cuda", f"{found}; {link}", source, "blocked: apt would write over it",
                     f"apt would write cuda-toolkit-{wanted.replace('.', '-')} into {same.path}, a tree no package "
-                    f"owns{kept}", blocking=True, layer="host")]
+                    f"owns: remove it with {uninstall} or move it aside{kept}", blocking=True, layer="host")]
     if same is not None:
         return [Row("cuda", f"{found}; {link}", source, "keep", f"CUDA {wanted} installed from packages{kept}",
                     layer="host")]

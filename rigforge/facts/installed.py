@@ -15,14 +15,23 @@ from pyinfra.api import FactBase
 
 from rigforge.facts.parsing import split_sections
 
-#: Installed packages that can carry an NVIDIA driver: NVIDIA's repository (nvidia-open, cuda-drivers,
+#: Installed packages that make up an NVIDIA driver, by name: NVIDIA's repository (nvidia-open, cuda-drivers,
 #: nvidia-kernel-open-dkms, nvidia-driver-pinning-*), Debian's (nvidia-driver, nvidia-kernel-dkms,
-#: nvidia-open-kernel-dkms) and Ubuntu's (nvidia-driver-NNN[-open], linux-modules-nvidia-NNN-*).
-DRIVER_PACKAGE_PATTERNS = ("nvidia-open", "nvidia-open-*", "cuda-drivers", "cuda-drivers-*", "nvidia-driver",
-                           "nvidia-driver-*", "nvidia-kernel-*", "nvidia-*-kernel-dkms", "linux-modules-nvidia-*")
+#: nvidia-open-kernel-dkms) and Ubuntu's (nvidia-driver-NNN[-open], linux-modules-nvidia-NNN-*)...
+DRIVER_PACKAGE_NAMES = (r"^(nvidia-open(-[0-9]+)?|cuda-drivers(-[0-9]+)?|nvidia-driver(-.+)?|nvidia-kernel-.+"
+                        r"|nvidia-.+-kernel-dkms|linux-modules-nvidia-.+)$")
+#: ...and by the source package they were built from: the libraries (libcuda1, libnvidia-ml1, ...), firmware
+#: and X driver of Debian's and Ubuntu's driver carry no driver name, and left behind they are the second set
+#: of libraries ("Driver/library version mismatch"). Debian: nvidia-graphics-drivers[-tesla-NNN],
+#: nvidia-open-gpu-kernel-modules; Ubuntu: nvidia-graphics-drivers-NNN[-server], linux-restricted-modules*.
+DRIVER_SOURCE_PACKAGES = (r"^(nvidia-graphics-drivers(-.+)?|nvidia-open-gpu-kernel-modules(-.+)?"
+                          r"|linux-restricted-modules(-.+)?)$")
 RUNFILE_UNINSTALLER = "/usr/bin/nvidia-uninstall"
 RUNFILE_LOG = "/var/log/nvidia-installer.log"
 DPKG_STATUS = "/var/lib/dpkg/status"
+#: Written by rigforge before it removes a driver the owner installed: ``VERSION<TAB>where it came from``. That
+#: driver's module stays loaded until the next boot, with nothing on disk to explain it any more.
+REPLACED_RECORD = "/var/lib/rigforge/driver-replaced"
 
 _VERSION_LINE = re.compile(r"^\s*(\*\*\*)?\s*(\S+)\s+(-?\d+)\s*$")
 _ORIGIN_LINE = re.compile(r"^\s*(-?\d+)\s+(\S+)(.*)$")
@@ -109,11 +118,13 @@ class DriverInstall:
     + packages: installed driver packages and the sources offering their installed versions
     + module: the module file the running kernel would load, None when there is none
     + runfile: traces of the .run installer, None when there are none
+    + replaced: the version of the driver rigforge last replaced (``REPLACED_RECORD``), None when none
     """
 
     packages: dict[str, PackageOrigin]
     module: KernelModuleFile | None
     runfile: RunfileInstall | None
+    replaced: str | None = None
 
 
 NO_DRIVER_INSTALL = DriverInstall(packages={}, module=None, runfile=None)
@@ -125,7 +136,7 @@ def _fields(text: str) -> dict[str, str]:
 
 
 def parse_driver_install(text: str) -> DriverInstall:
-    """Parse the ``NvidiaDriverInstall`` command's output (sections policy, module, runfile)."""
+    """Parse the ``NvidiaDriverInstall`` command's output (sections policy, module, runfile, replaced)."""
     sections = split_sections(text)
     module_fields = _fields(sections.get("module", ""))
     module = None
@@ -138,7 +149,9 @@ def parse_driver_install(text: str) -> DriverInstall:
         version = next((match.group(1) for line in runfile_lines if (match := _INSTALLER_VERSION.search(line))), None)
         runfile = RunfileInstall(uninstaller=RUNFILE_UNINSTALLER in runfile_lines, log=RUNFILE_LOG in runfile_lines,
                                  version=version)
-    return DriverInstall(packages=parse_apt_policy(sections.get("policy", "")), module=module, runfile=runfile)
+    replaced = sections.get("replaced", "").strip().split("\t", 1)[0] or None
+    return DriverInstall(packages=parse_apt_policy(sections.get("policy", "")), module=module, runfile=runfile,
+                         replaced=replaced)
 
 
 class NvidiaDriverInstall(FactBase[DriverInstall]):
@@ -155,10 +168,9 @@ class NvidiaDriverInstall(FactBase[DriverInstall]):
     """
 
     def command(self) -> str:
-        patterns = " ".join(f"'{pattern}'" for pattern in DRIVER_PACKAGE_PATTERNS)
         return (
-            "pkgs=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\\n' " + patterns + " 2>/dev/null"
-            " | awk '$1 ~ /^.i/ {print $2}'); "
+            "pkgs=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${source:Package}\\n' 2>/dev/null"
+            f" | awk '$1 ~ /^.i/ && ($2 ~ /{DRIVER_PACKAGE_NAMES}/ || $3 ~ /{DRIVER_SOURCE_PACKAGES}/) {{print $2}}'); "
             "echo '## policy'; if [ -n \"$pkgs\" ]; then LC_ALL=C apt-cache policy $pkgs 2>/dev/null; fi; "
             "echo '## module'; f=$(modinfo -F filename nvidia 2>/dev/null); "
             "if [ -n \"$f\" ]; then echo \"filename: $f\"; echo \"license: $(modinfo -F license nvidia)\"; "
@@ -166,7 +178,8 @@ class NvidiaDriverInstall(FactBase[DriverInstall]):
             "echo \"owner: $(dpkg -S \"$f\" 2>/dev/null | cut -d: -f1)\"; fi; "
             f"echo '## runfile'; for p in {RUNFILE_UNINSTALLER} {RUNFILE_LOG}; do "
             "if [ -e $p ]; then echo $p; fi; done; "
-            f"grep -m1 -i 'installer version' {RUNFILE_LOG} 2>/dev/null; true"
+            f"grep -m1 -i 'installer version' {RUNFILE_LOG} 2>/dev/null; "
+            f"echo '## replaced'; head -n1 {REPLACED_RECORD} 2>/dev/null; true"
         )
 
     @staticmethod

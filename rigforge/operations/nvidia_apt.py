@@ -162,7 +162,8 @@ def key_install_script(key_url: str, keyring: str, fingerprint: str | None) -> s
 
 
 @operation()
-def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence[OperationMeta] = ()):
+def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence[OperationMeta] = (),
+                   if_it_fails: str = ""):
     """
     Install the driver's top-level packages at ``version`` (the apt pin selects it), upgrading or
     downgrading a held driver: un-hold the old release's packages, update the lists, install.
@@ -170,6 +171,7 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
     + packages: top-level driver packages (``nvidia-open``)
     + version: upstream driver version (``595.45.04``); the apt preferences pin must select it
     + refreshed_by: ``apt-get update`` operations that may have run already this run
+    + if_it_fails: printed when the install fails (the state a driver replacement left the rig in)
 
     Re-holding is the ``hold_at_version`` operation's job, run after this one.
 
@@ -199,7 +201,10 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
         yield apt_get("update", "-qq", minutes=minutes)
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
     extra = ["--allow-downgrades"] if downgrade else []
-    yield apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
+    install = apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
+    if if_it_fails:
+        install = StringCommand(install, "||", "{", "echo", QuoteString(if_it_fails), ">&2;", "exit", "1;", "}")
+    yield install
 
 
 @operation()

@@ -6,11 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from rigforge.checks.driver_takeover import NVIDIA_REPO, RUNFILE, UNEXPLAINED, package_source
 from rigforge.checks.takeover import (
-    NVIDIA_REPO,
-    REPLACE,
-    RUNFILE,
-    UNEXPLAINED,
     InstalledFacts,
     Row,
     blocking_rows,
@@ -18,7 +15,6 @@ from rigforge.checks.takeover import (
     docker_rows,
     driver_row,
     gpu_process_rows,
-    package_source,
     port_rows,
     takeover_lines,
     takeover_rows,
@@ -85,15 +81,17 @@ def test_driver_from_nvidias_repository_is_kept_or_upgraded() -> None:
 def test_the_other_flavor_from_nvidias_repository_blocks() -> None:
     proprietary = replace(BARE, driver_install=packages(cuda_drivers=("595.45.04-1", NVIDIA_URL)))
     row = only(driver_row(RIG, proprietary))
-    assert (row.found, row.action, row.blocking, row.layer) == ("595.45.04 (proprietary)", REPLACE, True, "host")
+    assert (row.found, row.action, row.blocking, row.layer) == ("595.45.04 (proprietary)",
+                                                               "replace, with --data replace_driver=true", True, "host")
+    assert "it would run apt-get purge of 1 package" in row.why
 
 
 def test_debians_own_driver_blocks() -> None:
     debian = replace(BARE, driver_install=packages(nvidia_driver=("535.261.03-1", DEBIAN_NON_FREE),
                                                    nvidia_kernel_dkms=("535.261.03-1", DEBIAN_NON_FREE)))
     row = only(driver_row(RIG, debian))
-    assert row.blocking and row.action == REPLACE
-    assert row.source.startswith("the distribution (deb.debian.org/debian bookworm/non-free): nvidia-driver 535")
+    assert row.blocking and row.action == "replace, with --data replace_driver=true"
+    assert row.source.startswith("the distribution (deb.debian.org/debian bookworm): nvidia-driver 535")
 
 
 def test_runfile_driver_blocks() -> None:
@@ -103,6 +101,7 @@ def test_runfile_driver_blocks() -> None:
     row = only(driver_row(RIG, runfile))
     assert (row.found, row.blocking) == ("535.54.03 (proprietary)", True)
     assert row.source == f"{RUNFILE}: nvidia-uninstall, nvidia-installer.log"
+    assert "it would run /usr/bin/nvidia-uninstall --silent" in row.why
 
 
 def test_a_loaded_module_nothing_explains_blocks() -> None:
@@ -132,7 +131,7 @@ def test_cuda_rows_on_real_trees() -> None:
     assert only(cuda_row(same, packaged)).action == "keep"
     unowned = replace(BARE, cuda=parse_cuda_trees((CI / "fact-CudaToolkits.txt").read_text()))
     row = only(cuda_row(same, unowned))
-    assert (row.action, row.blocking) == (REPLACE, True)
+    assert (row.action, row.blocking) == ("blocked: apt would write over it", True)
     assert row.source == "13.0: no package owns it"
 
 
