@@ -6,7 +6,8 @@ own simulation of the purge) and the switch; ``skip_preflight=true`` does not ge
 wrong value for the switch stops the run before any operation. The dry run with the switch shows every
 package apt would purge and changes nothing. With the switch: the .run's ``nvidia-uninstall --silent``, the
 purge of Debian's 20 packages, the profile's driver, one reboot each; the next run plans zero changes and the
-verify suite passes.
+verify suite passes. Then a process of the owner's holding GPU memory stops the serving layer before any
+change, and keeps running.
 
 Real here: Debian 12's ``nvidia-driver`` 535.261.03 and ``nvidia-kernel-dkms`` with everything they pull in,
 from the Debian archive's non-free and contrib components (a few hundred MB once per machine: the .debs are
@@ -35,7 +36,7 @@ from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
-from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
+from tests.standins.nvidia_cuda_repo import COMPUTE_APPS_FILE, build_repo, serve_in_host
 from tests.standins.nvidia_runfile import RUNFILE_VERSION, install_runfile
 
 if TYPE_CHECKING:
@@ -196,3 +197,27 @@ def test_the_next_run_plans_nothing_and_the_verify_suite_passes(rigs: Rigs) -> N
                            f"--ssh-config={Path(rigs.sandbox.state_dir) / 'ssh_config'}", *VERIFY_MODULES],
                           cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_an_owners_gpu_process_blocks_the_serving_layer_and_is_left_running(rigs: Rigs) -> None:
+    # The process is real (a unit of the owner's); that it holds 20 GiB of GPU memory is the stand-in
+    # nvidia-smi's answer, in the real tool's CSV line, since no GPU exists here.
+    rigs.require("converged")
+    host = rigs.debian
+    sh(host, "systemd-run --unit=owner-llm python3 -c 'import time; time.sleep(3600)'")
+    pid = sh(host, "systemctl show -p MainPID --value owner-llm.service").strip()
+    sh(host, f"echo '{pid}, python3, 20480 MiB' > {COMPUTE_APPS_FILE}")
+    before = sh(host, SNAPSHOT)
+    try:
+        result = run_pyinfra(rigs.inventory, "deploys/serve.py", "--limit", host.name, check=False)
+        log = _log(result)
+        assert result.returncode != 0 and "Traceback" not in log, log[-3000:]
+        (line,) = _lines(log, host, "already there: gpu-process:")
+        print(line)  # the README's real output line
+        assert line.startswith(f"already there: gpu-process: pid {pid} (python3), 20480 MiB (owner-llm.service): "
+                               "blocked: the engine cannot start"), line
+        assert f"kill {pid} or stop its service" in line
+        assert sh(host, SNAPSHOT) == before, "the refused serving layer changed the host"
+        assert sh(host, "systemctl show -p MainPID --value owner-llm.service").strip() == pid
+    finally:
+        exec_in(host, f"systemctl stop owner-llm.service; rm -f {COMPUTE_APPS_FILE}")

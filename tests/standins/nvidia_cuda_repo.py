@@ -49,6 +49,8 @@ HOST_DIR = "/srv/standin-nvidia-cuda-repo"
 SERVER_UNIT = "standin-nvidia-cuda-repo.service"
 KEY_NAME = "standin.pub"
 LOADED_FILE = "/run/nvidia-standin/version"
+#: The stand-in nvidia-smi's compute processes: a test writes real pids there (no GPU can hold memory here).
+COMPUTE_APPS_FILE = "/run/nvidia-standin/compute-apps"
 MODULE_FILE = "/usr/lib/nvidia-standin/module-version"
 STANDIN_NOTE = "STAND-IN built by rigforge's tests (tests/standins/nvidia_cuda_repo.py); no GPU, no real driver."
 
@@ -80,6 +82,9 @@ NVIDIA_SMI = textwrap.dedent('''\
         echo "CUDA Version        : 13.2" ;;
       --query-gpu=driver_version)
         for bus in $BUSES; do echo "$LOADED"; done ;;
+      --query-compute-apps=pid,process_name,used_memory)
+        # What a test says holds GPU memory, in the real CSV lines ("702, python3, 1542 MiB").
+        cat {apps} 2>/dev/null; true ;;
       -pm)
         mkdir -p /run/nvidia-standin && echo "$2" > /run/nvidia-standin/persistence_mode
         for bus in $BUSES; do echo "Enabled persistence mode for GPU $bus."; done
@@ -212,7 +217,8 @@ def _build_deb(work: Path, out_dir: Path, name: str, version: str, arch: str, fi
 
 def _driver_debs(work: Path, out_dir: Path, version: str, arch: str, machine: str) -> list[Path]:
     deb_version = f"{version}-1"
-    note = {"note": STANDIN_NOTE, "loaded": LOADED_FILE, "module": MODULE_FILE, "version": version}
+    note = {"note": STANDIN_NOTE, "loaded": LOADED_FILE, "module": MODULE_FILE, "version": version,
+            "apps": COMPUTE_APPS_FILE}
     enable = "systemctl enable nvidia-standin-module.service >/dev/null 2>&1 || true"
     return [
         _build_deb(work, out_dir, "nvidia-kernel-open-dkms", deb_version, arch, {

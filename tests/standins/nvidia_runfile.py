@@ -51,7 +51,7 @@ from pathlib import Path
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.docker import docker
 from tests.standins.kernels import module_elf
-from tests.standins.nvidia_cuda_repo import LOADED_FILE, NVIDIA_SMI, module_version_line
+from tests.standins.nvidia_cuda_repo import COMPUTE_APPS_FILE, LOADED_FILE, NVIDIA_SMI, module_version_line
 
 RUNFILE_VERSION = "580.95.05"
 STANDIN_NOTE = "STAND-IN built by rigforge's tests (tests/standins/nvidia_runfile.py); no GPU, no real driver."
@@ -220,7 +220,7 @@ def _payload(version: str, kernel: str, machine: str) -> tuple[dict[str, tuple[b
     libdir = f"/usr/lib/{MULTIARCH[machine]}"
     module = f"/lib/modules/{kernel}/kernel/drivers/video/nvidia.ko"
     values = {"note": STANDIN_NOTE, "loaded": LOADED_FILE, "version": version, "module": module,
-              "version_file": MODULE_VERSION_FILE}
+              "version_file": MODULE_VERSION_FILE, "apps": COMPUTE_APPS_FILE}
     library = f"{STANDIN_NOTE}\nNVIDIA driver {version} library stand-in.\n".encode()
     files = {
         INSTALLER: (_installer_script(version).encode(), 0o755),
