@@ -202,9 +202,12 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
     extra = ["--allow-downgrades"] if downgrade else []
     install = apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
-    if if_it_fails:
-        install = StringCommand(install, "||", "{", "echo", QuoteString(if_it_fails), ">&2;", "exit", "1;", "}")
-    yield install
+    yield said_on_failure(install, if_it_fails) if if_it_fails else install
+
+
+def said_on_failure(command: StringCommand, message: str) -> StringCommand:
+    """``command``, printing ``message`` on stderr and exiting 1 when it fails (its own output comes first)."""
+    return StringCommand(command, "||", "{", "echo", QuoteString(message), ">&2;", "exit", "1;", "}")
 
 
 @operation()

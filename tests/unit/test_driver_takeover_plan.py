@@ -4,8 +4,11 @@ non-free component on a sandbox host, and apt's simulation of its purge (tests/f
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import replace
 from pathlib import Path
+
+from pyinfra.api import QuoteString, StringCommand
 
 from rigforge.checks.driver_takeover import (
     INSTALL,
@@ -22,6 +25,7 @@ from rigforge.facts.driver import parse_driver_version
 from rigforge.facts.holders import NO_HOLDERS
 from rigforge.facts.installed import NO_CUDA, NO_DRIVER_INSTALL, DriverInstall, RunfileInstall, parse_driver_install
 from rigforge.operations.driver_takeover import recorded_line, recovery_line, refusal
+from rigforge.operations.nvidia_apt import said_on_failure
 from rigforge.profile.loader import load_profile
 
 DEBIAN = Path(__file__).resolve().parents[1] / "fixtures" / "installed" / "debian12-nvidia-535"
@@ -125,3 +129,16 @@ def test_recovery_line_says_the_state_and_both_ways_out() -> None:
     assert "run the NVIDIA-Linux .run installer of 580.95.05 again" in recovery_line(runfile, "595.45.04")
     assert recorded_line(plan).split("\t")[0] == "535.261.03"
     assert parse_driver_install(f"## replaced\n{recorded_line(plan)}\n").replaced == "535.261.03"
+
+
+def test_the_recovery_line_follows_a_failed_install_and_nothing_else() -> None:
+    def run(command: StringCommand) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", command.get_raw_value()], capture_output=True, text=True, check=False)
+
+    line = recovery_line(plan_driver(RIG, found(DEBIAN_INSTALL)), "595.45.04")
+    apt = StringCommand("sh", "-c", QuoteString("echo 'E: Unable to locate package nvidia-open' >&2; exit 100"))
+    failed = run(said_on_failure(apt, line))
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines() == ["E: Unable to locate package nvidia-open", line]
+    passed = run(said_on_failure(StringCommand("echo", "installed"), line))
+    assert (passed.returncode, passed.stdout, passed.stderr) == (0, "installed\n", "")
