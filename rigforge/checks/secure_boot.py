@@ -16,6 +16,7 @@ from rigforge.facts.secure_boot import SecureBootStatus
 from rigforge.profile import Profile
 
 NAME = "secure-boot"
+MODULE_WOULD_NOT_LOAD = "the NVIDIA module DKMS signs would not load after the reboot: Key was rejected by service"
 EXPECTED = "off, or DKMS's signing key enrolled"
 CONFIRM = ("reboot and, at the console, confirm in shim's MOK manager (Enroll MOK, Continue, Yes, that password); "
            "then run the deploy again")

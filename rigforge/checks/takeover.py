@@ -31,6 +31,7 @@ from rigforge.checks.driver_takeover import (
     plan_driver,
     read_driver_found,
 )
+from rigforge.checks.secure_boot import MODULE_WOULD_NOT_LOAD, judge_secure_boot
 from rigforge.checks.table import render_table
 from rigforge.docker_install import DockerRow, docker_install, docker_row
 from rigforge.engines import UNIT_NAME
@@ -48,6 +49,7 @@ from rigforge.facts.holders import (
 )
 from rigforge.facts.installed import CudaInstall, CudaToolkits, DriverInstall
 from rigforge.facts.packages import DpkgPackages, SmiVersions
+from rigforge.facts.secure_boot import SecureBoot, SecureBootStatus
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
 
@@ -94,6 +96,7 @@ class InstalledFacts:
     docker: DockerRow | None = None  # judged by rigforge/docker_install.py, as the container role judges it
     driver_removals: AptRemovals | None = None  # apt's simulation of a driver replacement's purge
     switches: frozenset[str] = frozenset()  # the run's --data switches that are on (replace_driver)
+    secure_boot: SecureBootStatus | None = None
 
     @property
     def driver(self) -> DriverFound:
@@ -113,7 +116,8 @@ def gather_installed(get_fact: Callable[..., Any], profile: Profile,
     return InstalledFacts(
         driver_install=found.install, loaded_driver=found.loaded, smi=found.smi, cuda=get_fact(CudaToolkits),
         gpu_processes=get_fact(GpuComputeProcesses), port_listeners=get_fact(PortListeners, port=profile.engine.port),
-        lock_holders=get_fact(DpkgLockHolders), docker=docker, driver_removals=removals, switches=switches)
+        lock_holders=get_fact(DpkgLockHolders), docker=docker, driver_removals=removals, switches=switches,
+        secure_boot=get_fact(SecureBoot))
 
 
 def driver_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
@@ -171,6 +175,23 @@ def cuda_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
                     layer="host")]
     return [Row("cuda", f"{found}; {link}", source, f"install {wanted}",
                 f"cuda-toolkit-{wanted.replace('.', '-')} from {NVIDIA_REPO}{beside}{kept}", layer="host")]
+
+
+def secure_boot_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
+    """Secure Boot, and whether DKMS's signing key is enrolled: blocking for the host layer when the module DKMS
+    signs for the profile's driver would not load (the same judgement as the preflight's row)."""
+    if facts.secure_boot is None:
+        return [Row("secure-boot", "not read", "-", "nothing", "")]
+    check = judge_secure_boot(facts.secure_boot)
+    row = partial(Row, "secure-boot", check.found, "mokutil" if facts.secure_boot.mokutil else "EFI variables")
+    if profile.driver is None:
+        return [row("nothing", "the profile installs no driver: no module to sign")]
+    if check.verdict == "fail":
+        return [row("blocked: no driver change or reboot", f"{MODULE_WOULD_NOT_LOAD}; fix: {check.fix}",
+                    blocking=True, layer="host")]
+    if check.verdict == "ok":
+        return [row("nothing", "the module DKMS builds will load", layer="host")]
+    return [row("nothing; check it", check.fix, layer="host")]
 
 
 def _foreign(holders: Holders) -> list[Holder]:
@@ -232,7 +253,8 @@ def docker_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
 RowFunction = Callable[[Profile, InstalledFacts], list[Row]]
 
 #: Table order.
-ROWS: tuple[RowFunction, ...] = (driver_row, cuda_row, docker_rows, gpu_process_rows, port_rows, apt_lock_row)
+ROWS: tuple[RowFunction, ...] = (driver_row, cuda_row, secure_boot_row, docker_rows, gpu_process_rows, port_rows,
+                                 apt_lock_row)
 
 
 def takeover_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:

@@ -20,11 +20,10 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host
 
 from rigforge.checks.model import Check
-from rigforge.checks.secure_boot import judge_secure_boot
+from rigforge.checks.secure_boot import MODULE_WOULD_NOT_LOAD, judge_secure_boot
 from rigforge.facts.secure_boot import SecureBoot
 
 NOTHING_CHANGED = "nothing was changed on this host"
-MODULE_WOULD_NOT_LOAD = "the NVIDIA module DKMS signs would not load after the reboot: Key was rejected by service"
 
 
 def untrusted_signing(target: Host) -> Check | None:

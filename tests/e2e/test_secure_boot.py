@@ -94,20 +94,24 @@ def _log(result: PyinfraResult) -> str:
 
 
 def _row(log: str, name: str) -> list[str]:
-    """The preflight table's row ``name`` as cells, its wrapped lines joined (check, expected, found, verdict, fix)."""
+    """The preflight table's row ``name`` as cells, its wrapped lines joined (check, expected, found, verdict, fix).
+
+    The "what is already there" table, printed first, has a row of that name too: the last one is the checks'.
+    """
     cells: list[str] | None = None
+    joining = False
     for line in log.splitlines():
         _, bracket, rest = line.partition("] ")
         # Table lines are right-stripped: a row whose last cells are empty ends in " |".
         parts = [part.strip() for part in (rest + " ").split(" | ")] if bracket else []
         if len(parts) != 5:
-            continue
-        if parts[0] == name:
-            cells = parts
-        elif cells is not None and parts[0] == "":
+            joining = False
+        elif parts[0] == name:
+            cells, joining = parts, True
+        elif joining and cells is not None and parts[0] == "":
             cells = [f"{cell} {part}".strip() for cell, part in zip(cells, parts, strict=True)]
-        elif cells is not None:
-            break
+        else:
+            joining = False
     assert cells is not None, f"no {name} row in the preflight table"
     return cells
 

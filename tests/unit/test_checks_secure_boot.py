@@ -100,3 +100,18 @@ def test_reboot_is_refused_only_for_a_driver_the_firmware_would_reject() -> None
     enrolled = _Host(_status("SecureBoot enabled", f"{DKMS_CERT} is already enrolled"))
     assert reboot_refusal(enrolled, ["nvidia-open"]) is None  # type: ignore[arg-type]
     assert reboot_refusal(_Host(_status("SecureBoot disabled")), ["nvidia-open"]) is None  # type: ignore[arg-type]
+
+
+def test_the_takeover_table_shows_secure_boot_and_blocks_the_host_layer_on_it() -> None:
+    from rigforge.checks.takeover import blocking_rows, secure_boot_row
+    from tests.unit.test_takeover_rows import BARE, RIG, SANDBOX
+
+    not_enrolled = replace(BARE, secure_boot=_status("SecureBoot enabled", f"{DKMS_CERT} is not enrolled"))
+    (row,) = secure_boot_row(RIG, not_enrolled)
+    assert (row.found, row.source, row.action) == (f"on; {DKMS_CERT} is not enrolled", "mokutil",
+                                                   "blocked: no driver change or reboot")
+    assert f"fix: mokutil --import {DKMS_CERT}" in row.why and blocking_rows([row], ("host",)) == [row]
+    (no_driver,) = secure_boot_row(SANDBOX, not_enrolled)
+    assert (no_driver.action, no_driver.blocking) == ("nothing", False)
+    (off,) = secure_boot_row(RIG, replace(BARE, secure_boot=_status("SecureBoot disabled")))
+    assert (off.found, off.action, off.blocking) == ("disabled (mokutil: SecureBoot disabled)", "nothing", False)

@@ -59,8 +59,8 @@ def only(rows: list[Row]) -> Row:
 def test_bare_host_blocks_nothing() -> None:
     for profile in (RIG, SANDBOX):
         rows = takeover_rows(profile, BARE)
-        assert [row.component for row in rows] == ["nvidia-driver", "cuda", "docker", "gpu-process", "engine-port",
-                                                   "apt-lock"]
+        assert [row.component for row in rows] == ["nvidia-driver", "cuda", "secure-boot", "docker", "gpu-process",
+                                                   "engine-port", "apt-lock"]
         assert not [row for row in rows if row.blocking]
     driver, cuda = takeover_rows(RIG, BARE)[:2]
     assert (driver.found, driver.action) == ("none", "install 595.45.04 (open)")
