@@ -13,7 +13,7 @@ from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 
-from rigforge.operations.apt_busy import apt_get, before_apt, profile_lock_wait
+from rigforge.operations.apt_busy import apt_get, apt_install, before_apt, profile_lock_wait
 from rigforge.operations.followup import changed_this_run
 
 
@@ -55,7 +55,7 @@ def packages(packages: list[str], refresh: bool = True, allow_downgrades: bool =
     if refresh and not lists_refreshed(refreshed_by):
         yield apt_get("update", "-qq", minutes=minutes)
     extra = ["--allow-downgrades", "--allow-change-held-packages"] if allow_downgrades else []
-    yield apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
+    yield apt_install(*missing, minutes=minutes, extra=tuple(extra))
 
 
 @operation()

@@ -138,6 +138,15 @@ def apt_get(*arguments: str, minutes: float) -> StringCommand:
     return StringCommand(APT_ENV, "apt-get", "-o", f"DPkg::Lock::Timeout={wait_seconds(minutes)}", *arguments)
 
 
+def apt_install(*packages: str, minutes: float, extra: tuple[str, ...] = ()) -> StringCommand:
+    """``apt-get install`` that never removes a package: where a conflict would make apt remove one (an owner's
+    Docker CE, a driver), apt stops with ``E: Packages need to be removed but remove is disabled.`` instead.
+    Removing what the owner installed is only ever an explicit purge (``--data replace_driver=true``). Checked on a
+    sandbox host (apt 2.6.1): postfix over exim4-daemon-light exits 100 with that line, exim4 still installed."""
+    return apt_get("install", "-y", "-qq", "--no-install-recommends", "--no-remove", *extra, *packages,
+                   minutes=minutes)
+
+
 def apt_mark(*arguments: str) -> StringCommand:
     """``apt-mark``: its hold runs ``dpkg --set-selections``, which takes dpkg's lock and does not wait for it
     (``DPkg::Lock::Timeout`` does not reach it: checked, apt 2.6.1), so only the loop before it waits."""

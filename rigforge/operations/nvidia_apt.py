@@ -45,7 +45,7 @@ from rigforge.facts.packages import (
     upstream_version,
 )
 from rigforge.operations.apt import lists_refreshed
-from rigforge.operations.apt_busy import apt_get, apt_mark, before_apt, profile_lock_wait
+from rigforge.operations.apt_busy import apt_get, apt_install, apt_mark, before_apt, profile_lock_wait
 
 #: Debian/Ubuntu releases NVIDIA publishes a CUDA repository for: (os-release ID, VERSION_ID) -> name.
 CUDA_REPO_DISTROS: dict[tuple[str, str], str] = {
@@ -201,7 +201,7 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
         yield apt_get("update", "-qq", minutes=minutes)
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
     extra = ["--allow-downgrades"] if downgrade else []
-    install = apt_get("install", "-y", "-qq", "--no-install-recommends", *extra, *missing, minutes=minutes)
+    install = apt_install(*missing, minutes=minutes, extra=tuple(extra))
     yield said_on_failure(install, if_it_fails) if if_it_fails else install
 
 
