@@ -142,8 +142,17 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
     before = service_show(host, "InvocationID")["InvocationID"]
     changed = rig.sandbox.write_inventory(rig.tmp / "batch.py", [host], "sandbox",
                                           {**rig.overrides, "engine": {"flags": {"--batch-size": 256}}})
-    interrupt_when(changed, DEPLOY, rig.tmp / "restart.log",
-                   lambda: bool(processes(host, "rigforge-wait-healthy")), signal.SIGINT)
+
+    def health_wait_held() -> bool:
+        # The restarted engine is frozen while the signal goes: on a fast machine the health wait is over in
+        # a moment, and a signal a poll later would land after the deploy had let go of its lock.
+        if not processes(host, "rigforge-wait-healthy"):
+            return False
+        exec_in(host, "systemctl kill --signal=SIGSTOP rigforge-engine.service")
+        return True
+
+    interrupt_when(changed, DEPLOY, rig.tmp / "restart.log", health_wait_held, signal.SIGINT,
+                   after_signal=lambda: exec_in(host, "systemctl kill --signal=SIGCONT rigforge-engine.service"))
 
     again = run_pyinfra(changed, DEPLOY)
     assert TAKEOVER in again.stdout + again.stderr
