@@ -143,16 +143,25 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
     changed = rig.sandbox.write_inventory(rig.tmp / "batch.py", [host], "sandbox",
                                           {**rig.overrides, "engine": {"flags": {"--batch-size": 256}}})
 
+    log = rig.tmp / "restart.log"
+
     def health_wait_held() -> bool:
-        # The restarted engine is frozen while the signal goes: on a fast machine the health wait is over in
-        # a moment, and a signal a poll later would land after the deploy had let go of its lock.
+        # The restarted engine is frozen while the signal goes and until pyinfra has taken it: on a fast machine
+        # the health wait is over in a moment, and pyinfra's handler runs only when its loop next wakes, so an
+        # engine thawed earlier could let the deploy finish and let go of its lock first.
         if not processes(host, "rigforge-wait-healthy"):
             return False
         exec_in(host, "systemctl kill --signal=SIGSTOP rigforge-engine.service")
         return True
 
-    interrupt_when(changed, DEPLOY, rig.tmp / "restart.log", health_wait_held, signal.SIGINT,
-                   after_signal=lambda: exec_in(host, "systemctl kill --signal=SIGCONT rigforge-engine.service"))
+    def thaw_once_pyinfra_exits() -> None:
+        deadline = time.monotonic() + 60
+        while "Exiting upon user request!" not in log.read_text():
+            assert time.monotonic() < deadline, f"pyinfra never took the Ctrl-C:\n{log.read_text()[-3000:]}"
+            time.sleep(0.2)
+        exec_in(host, "systemctl kill --signal=SIGCONT rigforge-engine.service")
+
+    interrupt_when(changed, DEPLOY, log, health_wait_held, signal.SIGINT, after_signal=thaw_once_pyinfra_exits)
 
     again = run_pyinfra(changed, DEPLOY)
     assert TAKEOVER in again.stdout + again.stderr
