@@ -26,6 +26,7 @@ CudaToolkits        CudaInstall (cuda-* trees, link)     NO_CUDA (installed.py)
 GpuComputeProcesses Holders (GPU processes, cgroups)     NO_HOLDERS (holders.py)
 PortListeners       Holders (listeners on a port)        NO_HOLDERS (holders.py)
 DpkgLockHolders     tuple of LockHolder                  () (holders.py)
+ManagedByRigforge   True: carries rigforge's header      None (no such file; managed.py)
 =================== ==================================== =====================================
 """
 

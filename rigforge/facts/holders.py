@@ -148,9 +148,10 @@ class PortListeners(FactBase[Holders]):
 
     def command(self, port: int) -> str:
         return (
-            f"a=$(ss -ltnpH 'sport = :{int(port)}' 2>/dev/null); if [ -n \"$a\" ]; then printf '%s\\n' \"$a\"; fi; "
+            # The pipelines run only when something listens: a free port, the usual case, forks one `ss`.
+            f"a=$(ss -ltnpH 'sport = :{int(port)}' 2>/dev/null); if [ -n \"$a\" ]; then printf '%s\\n' \"$a\"; "
             "pids=$(printf '%s\\n' \"$a\" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); "
-            f"{owner_command('pids')}; true"
+            f"{owner_command('pids')}; fi; true"
         )
 
     @staticmethod
@@ -211,9 +212,10 @@ class DpkgLockHolders(FactBase[tuple[LockHolder, ...]]):
     def command(self) -> str:
         return (
             f"i=$(stat -c %i {DPKG_FRONTEND_LOCK} 2>/dev/null); if [ -n \"$i\" ]; then echo \"## inode $i\"; "
-            "l=$(grep -E \":$i \" /proc/locks 2>/dev/null); if [ -n \"$l\" ]; then printf '%s\\n' \"$l\"; fi; "
+            # The holders' names are looked up only when /proc/locks has the inode: apt idle forks one grep.
+            "l=$(grep -E \":$i \" /proc/locks 2>/dev/null); if [ -n \"$l\" ]; then printf '%s\\n' \"$l\"; "
             "for p in $(printf '%s\\n' \"$l\" | grep -v -- '->' | awk '{print $5}' | sort -u); do "
-            "echo \"## comm $p\"; cat /proc/$p/comm 2>/dev/null; done; fi; true"
+            "echo \"## comm $p\"; cat /proc/$p/comm 2>/dev/null; done; fi; fi; true"
         )
 
     @staticmethod

@@ -9,9 +9,8 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.api import StringCommand, operation
 from pyinfra.api.command import QuoteString
-from pyinfra.facts.files import FindInFile
 
-MARKER_TEXT = "managed by rigforge"
+from rigforge.facts.managed import ManagedByRigforge
 
 
 @operation()
@@ -29,11 +28,11 @@ def absent(path: str, unit: str | None = None):
         absent(name="No ACS unit", path="/etc/systemd/system/rigforge-disable-acs.service",
                unit="rigforge-disable-acs.service")
     """
-    found = host.get_fact(FindInFile, path=path, pattern=MARKER_TEXT)
-    if found is None:
+    ours = host.get_fact(ManagedByRigforge, path=path)
+    if ours is None:
         host.noop(f"{path} does not exist")
         return
-    if not found:
+    if not ours:
         host.log(f"{path} exists but was not written by rigforge; left in place", logger.warning)
         host.noop(f"{path} is not rigforge's")
         return

@@ -1,5 +1,6 @@
 """The host layer on a real sandbox host with the 2x-pix profile: dry run, convergence, reboots only when
-needed, a driver upgrade, a kernel update that left the next boot without the NVIDIA module.
+needed, a file the profile does not want (removed only when rigforge wrote it), a driver upgrade, a kernel
+update that left the next boot without the NVIDIA module.
 
 Real here: the Debian 12 systemd host, apt with a signed repository and a pinned, held driver, the
 GRUB drop-in and update-grub (the sandbox image diverts grub-probe so grub-mkconfig can map the
@@ -34,10 +35,12 @@ from typing import TYPE_CHECKING
 import pytest
 from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, changed_ops, run_pyinfra
 
+from rigforge.facts.managed import MARKER_TEXT
 from rigforge.operations.nvidia_apt import RepoPlatform
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from roles.host import render_host_files
+from roles.tuning import ACS_SCRIPT
 from tests.standins.kernels import UPDATE_KERNEL
 from tests.standins.nvidia_cuda_repo import build_repo, repo_paths, serve_in_host
 
@@ -48,6 +51,7 @@ HOST_DEPLOY = "deploys/host.py"
 PROFILE = "2x-pix"
 OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 VERIFY_MODULES = [f"tests/verify/test_{name}.py" for name in ("driver", "cuda", "boot", "modprobe", "tuning", "nccl")]
+GRAPH_XML = load_profile(PROFILE).nccl.graph_path  # type: ignore[union-attr]
 PARAMS = ["pci=noacs", "iommu=pt", "mitigations=off", "pcie_aspm=off", "pcie_port_pm=off"]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What may change on the host in a dry run: nothing under these, and no package or hold.
@@ -165,6 +169,20 @@ def test_verify_modules_pass_on_the_converged_host(rig: Rig) -> None:
     rig.require("idempotent")
     proc = _verify(rig, *VERIFY_MODULES)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_a_file_the_profile_does_not_want_goes_only_when_rigforge_wrote_it(rig: Rig) -> None:
+    rig.require("idempotent")
+    # 2x-pix has no ACS script and no graph XML: one left by an earlier profile carries rigforge's header,
+    # the other is a file of the owner's that happens to have the name.
+    rig.sh(f"printf '#!/bin/sh\\n# {MARKER_TEXT}\\n' > {ACS_SCRIPT}")
+    rig.sh(f"printf '<system version=\"1\"/>\\n' > {GRAPH_XML}")
+    result = rig.run(rig.inventory("converge"))
+    assert _op(result, f"Remove {ACS_SCRIPT}")["success"] == [rig.host.name]
+    assert _op(result, f"Remove {GRAPH_XML}")["no_change"] == [rig.host.name]
+    assert f"{GRAPH_XML} exists but was not written by rigforge; left in place" in result.stderr
+    assert rig.sh(f"cat {GRAPH_XML}; test ! -e {ACS_SCRIPT} && echo gone") == '<system version="1"/>\ngone\n'
+    rig.sh(f"rm {GRAPH_XML}")
 
 
 def test_one_kernel_parameter_changed_updates_grub_once_and_reboots_once(rig: Rig) -> None:
