@@ -6,6 +6,7 @@ code path as SSH); every value read ahead is compared with the one pyinfra reads
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +118,10 @@ def test_recorded_reads_come_back_in_one_command_with_pyinfra_own_values(
     state, host = local
     target = tmp_path / "managed.conf"
     target.write_text("# managed by rigforge\nvalue = 1\n")
+    # An access time after the change time, so the reads below leave it alone (relatime): otherwise the first
+    # read of the new file moves it, and a second that ticks between two reads of File differs.
+    mtime_ns = target.stat().st_mtime_ns
+    os.utime(target, ns=(mtime_ns + 60 * 10**9, mtime_ns))
     reads = [FactRead.of(File, path=str(target)), FactRead.of(Sha256File, path=str(target)),
              FactRead.of(FindInFile, path=str(target), pattern="managed by rigforge"),
              FactRead.of(File, path=str(tmp_path / "absent")), FactRead.of(Command, command="printf 'x\\n\\n'"),
