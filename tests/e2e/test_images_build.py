@@ -39,7 +39,9 @@ CONFLICT_SHA256 = hashlib.sha256(CONFLICT.encode()).hexdigest()
 PATCH_PORT = 8766
 BASE_IMAGE = "rigforge-test/base:1"
 SLOW_BASE = "rigforge-test/base:slow"
-SLOW_STEP_S = 40
+# Long enough to be caught mid-step (polled every 0.3 s), short enough not to stretch the suite: both cases
+# wait it out once (the Ctrl-C build finishes it; the build after SIGKILL runs it again).
+SLOW_STEP_S = 20
 SLOW_STEP = "rigforge-slow-build-step"  # the slow step's argv marker (the minimal base has no sleep)
 VOLUME = "rigforge-jit-cache"
 IMAGES_DEPLOY = "deploys/images.py"
@@ -264,7 +266,7 @@ def test_a_build_stopped_by_ctrl_c_finishes_whole_and_by_sigkill_tags_nothing(sa
     base = _slow_base(built, "killed")
     killed = built.inventory(sandbox, "killed", base_image=base)
     interrupt_when(killed, IMAGES_DEPLOY, built.work / "killed.log", slow_step_runs, signal.SIGKILL)
-    deadline = time.monotonic() + SLOW_STEP_S / 2
+    deadline = time.monotonic() + SLOW_STEP_S * 0.75  # well before the sleep would end by itself
     while slow_step_runs():  # cancelled, not left to finish its sleep
         assert time.monotonic() < deadline, "the build went on without its controller"
         time.sleep(0.5)
