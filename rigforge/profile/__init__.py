@@ -1,17 +1,17 @@
-"""Rig profiles: the typed schema (``schema``), its value types (``types``) and the loader that merges base
-file, rig file and per-host overrides and names the file and field of any bad value (``loader``).
+"""Rig profiles: the typed schema (``schema``, its measuring settings in ``measuring``), its value types
+(``types``) and the loader that merges base file, rig file and per-host overrides and names the file and
+field of any bad value (``loader``).
 """
 
+from rigforge.profile.measuring import Bench, Floor
 from rigforge.profile.schema import (
     AptRepo,
-    Bench,
     Boot,
     Container,
     Cuda,
     DockerRun,
     Driver,
     Engine,
-    Floor,
     Gpus,
     ImageBuild,
     Model,

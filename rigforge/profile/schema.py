@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from rigforge.profile.measuring import Bench, DriverUpdate
 from rigforge.profile.types import (
     AbsPath,
     CliFlag,
@@ -30,14 +31,9 @@ from rigforge.profile.types import (
     SafeText,
     Sha256,
     Size,
+    StrictModel,
     SysctlKey,
 )
-
-
-class StrictModel(BaseModel):
-    """Base for every profile section: unknown keys are errors, objects are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
 class Gpus(StrictModel):
@@ -238,61 +234,6 @@ class Model(StrictModel):
         if self.source != "huggingface" and not self.files:
             raise ValueError(f"source '{self.source}' needs files (names with sha256 and size)")
         return self
-
-
-class Floor(StrictModel):
-    concurrency: PositiveInt
-    input_tokens: PositiveInt
-    min_output_tps: Annotated[float, Field(ge=0)]
-    min_decode_tps_per_user: Annotated[float, Field(ge=0)]
-
-
-class RegressionTolerance(StrictModel):
-    # How much worse (in %) a metric may get between two bench runs before it counts as a regression;
-    # no concurrency / input_tokens: every cell. The most specific rule for a cell applies.
-    metric: Literal["decode_tps_per_user", "output_tps", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"]
-    max_worse_percent: Annotated[float, Field(ge=0)]
-    concurrency: PositiveInt | None = None
-    input_tokens: PositiveInt | None = None
-
-
-class Bench(StrictModel):
-    concurrency: list[PositiveInt]
-    input_tokens: list[PositiveInt]
-    output_tokens: PositiveInt
-    cell_seconds: Annotated[float, Field(gt=0)]
-    warmup_requests: Annotated[int, Field(ge=0)]
-    repeats: Annotated[int, Field(ge=1, le=20)]
-    floors: list[Floor]
-    regression_tolerance: list[RegressionTolerance]
-
-    @model_validator(mode="after")
-    def _floors_name_measured_cells(self) -> Bench:
-        for floor in self.floors:
-            if floor.concurrency not in self.concurrency or floor.input_tokens not in self.input_tokens:
-                raise ValueError(
-                    f"floor for concurrency {floor.concurrency} / input {floor.input_tokens} names a cell "
-                    f"that is not measured (concurrency {self.concurrency}, input_tokens {self.input_tokens})"
-                )
-        for rule in self.regression_tolerance:
-            if (rule.concurrency is not None and rule.concurrency not in self.concurrency) or (
-                rule.input_tokens is not None and rule.input_tokens not in self.input_tokens
-            ):
-                raise ValueError(
-                    f"regression_tolerance for {rule.metric} names concurrency {rule.concurrency} / input "
-                    f"{rule.input_tokens}, not measured "
-                    f"(concurrency {self.concurrency}, input_tokens {self.input_tokens})"
-                )
-        return self
-
-
-class DriverUpdate(StrictModel):
-    # A command (argv) run on the rig before its engine stops, e.g. to take it out of a load balancer;
-    # empty: none. Its counterpart runs once the engine is healthy again.
-    drain_command: list[SafeText]
-    undrain_command: list[SafeText]
-    # A bench result this recent, of the same workload on the same driver, serves as the baseline.
-    baseline_max_age_minutes: Annotated[int, Field(ge=0)]
 
 
 class Profile(StrictModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 #: Characters that would break out of a config line, a unit file or a command.
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
@@ -53,3 +53,9 @@ PositiveInt = Annotated[int, Field(gt=0)]
 Size = Annotated[str, StringConstraints(pattern=r"^\d+[kmg]$")]
 _DWORD = r"[A-Za-z0-9_]+=[0-9A-Fa-fx]+"
 RegistryDwords = Annotated[str, StringConstraints(pattern=rf"^{_DWORD}(;{_DWORD})*$")]
+
+
+class StrictModel(BaseModel):
+    """Base for every profile section: unknown keys are errors, objects are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
