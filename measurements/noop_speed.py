@@ -15,7 +15,9 @@ the read-ahead, the deploy lock and operations alike) and the controller's peak 
 Every timed run also reports CPU seconds on both sides: the controller's (pyinfra's own rusage) and the sandbox
 hosts' (their containers' cgroup CPU counters: sshd, the shells, the commands). On a real fleet each rig spends
 its own CPU; here every sandbox host's sshd shares this machine's cores with the controller, so the fleet's
-wall time includes work that a rack of rigs does in parallel.
+wall time includes work that a rack of rigs does in parallel. Last, it measures what one SSH session costs
+before rigforge sends anything through it (``ssh_session_cost.py``) beside what each further host may cost
+at best for the fleet to stay within 1.5x of one host: the floor no fact read or operation can go under.
 
     .venv/bin/python measurements/noop_speed.py [--hosts 16] [--repeats 5] [--keep]
 """
@@ -37,6 +39,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from measurements.ssh_session_cost import ssh_session_cpu  # noqa: E402
 from rigforge.sandbox import down, up  # noqa: E402
 from rigforge.sandbox.model import ensure_gemma  # noqa: E402
 from tests.e2e.conftest import inventory_source  # noqa: E402
@@ -147,6 +150,20 @@ def write_inventory(path: Path, state_dir: Path, names: list[str], model: Path) 
     return path
 
 
+def print_session_floor(state_dir: Path, name: str, commands: int, cpu_files: list[Path], one_host_s: float,
+                        hosts: int) -> None:
+    """What the SSH session alone costs per host, beside what a fleet within 1.5x of one host may spend per host
+    at best (half of one host's wall time, every core busy, spread over the other hosts)."""
+    if not cpu_files:
+        return
+    controller_s, host_s = ssh_session_cpu(state_dir, name, commands, lambda: cpu_seconds(cpu_files))
+    cores = os.cpu_count() or 1
+    budget_s = 0.5 * one_host_s * cores / (hosts - 1)
+    print(f"one SSH session alone (connect, {commands} commands, close): {(controller_s + host_s) * 1000:.0f} ms "
+          f"of CPU (controller {controller_s * 1000:.0f}, host {host_s * 1000:.0f}); within 1.5x of one host, each "
+          f"of the other {hosts - 1} hosts may cost at most {budget_s * 1000:.0f} ms of CPU on these {cores} cores")
+
+
 def main() -> int:
     """Start, converge, time, count, print; remove the hosts unless --keep."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,10 +211,12 @@ def main() -> int:
         print(f"no-op runs on converged sandbox hosts, {args.repeats} interleaved repeats, {os.cpu_count()} cores")
         print(f"{'variant':<10} {'wall median (min-max)':<26} {'commands/host':>14} {'peak RSS':>10} "
               f"{'controller CPU':>15} {'hosts CPU':>10}")
+        most_commands = 0
         for variant in variants:
             counted = checked(pyinfra(variant.inventory, variant.deploy, *variant.args, verbose=True),
                               f"{variant.label} --debug")
             per_host = commands_per_host(counted.output)
+            most_commands = max([most_commands, *per_host.values()])
             commands = "/".join(str(n) for n in sorted(set(per_host.values()))) or "0"
             host_side = (f"{statistics.median(hosts_cpu[variant.label]):8.2f} s" if hosts_cpu[variant.label]
                          else f"{'n/a':>10}")
@@ -213,6 +232,8 @@ def main() -> int:
 
         print(f"\n{fleet_label} / host 1, medians: wall {ratio(seconds)}, controller CPU {ratio(controller_cpu)}, "
               f"hosts' CPU {ratio(hosts_cpu)} (for {args.hosts} hosts)")
+        print_session_floor(state_dir, names[0], most_commands, cpu_files["host 1"],
+                            statistics.median(seconds["host 1"]), args.hosts)
     finally:
         if not args.keep:
             down(names, state_dir)

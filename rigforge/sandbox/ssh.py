@@ -65,7 +65,8 @@ def update_known_hosts(path: Path, updates: dict[int, str | None]) -> None:
     path.write_text(merge_known_hosts(text, updates))
 
 
-def _client(port: int, key_path: Path, known_hosts_path: Path, timeout: float) -> paramiko.SSHClient:
+def ssh_client(port: int, key_path: Path, known_hosts_path: Path, timeout: float = 30) -> paramiko.SSHClient:
+    """An SSH session as root to the sandbox host on ``port``, host key checked against ``known_hosts_path``."""
     client = paramiko.SSHClient()
     client.load_host_keys(str(known_hosts_path))
     # Strict: an unknown or changed host key is an error, never accepted.
@@ -82,7 +83,7 @@ def ssh_run(port: int, key_path: Path, known_hosts_path: Path, command: str,
 
     + wait: False returns (-1, "") as soon as the command is sent (for ``systemctl reboot``)
     """
-    client = _client(port, key_path, known_hosts_path, timeout)
+    client = ssh_client(port, key_path, known_hosts_path, timeout)
     try:
         _stdin, stdout, stderr = client.exec_command(command, timeout=timeout)
         if not wait:
