@@ -156,10 +156,12 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
 
     def thaw_once_pyinfra_exits() -> None:
         deadline = time.monotonic() + 60
-        while "Exiting upon user request!" not in log.read_text():
-            assert time.monotonic() < deadline, f"pyinfra never took the Ctrl-C:\n{log.read_text()[-3000:]}"
-            time.sleep(0.2)
-        exec_in(host, "systemctl kill --signal=SIGCONT rigforge-engine.service")
+        try:
+            while "Exiting upon user request!" not in log.read_text():
+                assert time.monotonic() < deadline, f"pyinfra never took the Ctrl-C:\n{log.read_text()[-3000:]}"
+                time.sleep(0.2)
+        finally:  # never leave the engine frozen for the tests after this one
+            exec_in(host, "systemctl kill --signal=SIGCONT rigforge-engine.service")
 
     interrupt_when(changed, DEPLOY, log, health_wait_held, signal.SIGINT, after_signal=thaw_once_pyinfra_exits)
 
