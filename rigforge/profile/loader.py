@@ -160,7 +160,8 @@ def explain(exc: ValidationError, origins: Origins, default_source: str,
             message = f"unknown setting; allowed here: {', '.join(_allowed_fields(loc[:-1]))}"
         else:
             message = error["msg"].removeprefix("Value error, ")
-            message = f"{message} (got {error['input']!r})" if error["type"] != "missing" else message
+            shown = error["type"] != "missing" and not isinstance(error["input"], (dict, list))
+            message = f"{message} (got {error['input']!r})" if shown else message
             message = f"invalid name: {message}" if loc[-1:] == ("[key]",) else message
         lines.append(f"{source}: {field}: {message}")
     more = f" (+{len(lines) - 1} more: {'; '.join(lines[1:])})" if len(lines) > 1 else ""

@@ -216,12 +216,22 @@ def recipe_location(loc: tuple[str, ...], name: str, recipe: Recipe) -> tuple[st
     """
     given = _given(recipe)
     model = recipe.model.model_dump(exclude_none=True) if recipe.model is not None else {}
+    if loc == ("engine",):  # a rule across the engine's settings: the profile's own engine passed it
+        return ("engine", "recipes", name)
     if len(loc) >= 2 and loc[0] == "engine" and loc[1] in given:
         return ("engine", "recipes", name, *loc[1:])
     if len(loc) >= 2 and loc[0] == "model" and loc[1] in model:
         return ("engine", "recipes", name, *loc)
     return loc
 
+
+#: The flags rigforge itself gives each engine (model, served name, listen address) from model.path,
+#: engine.served_model_name, engine.host and engine.port: a profile or recipe giving them again is refused.
+RIGFORGE_FLAGS: dict[str, dict[str, str]] = {
+    "sglang": {"model": "--model-path", "name": "--served-model-name", "host": "--host", "port": "--port"},
+    "vllm": {"model": "--model", "name": "--served-model-name", "host": "--host", "port": "--port"},
+    "llama.cpp": {"model": "--model", "name": "--alias", "host": "--host", "port": "--port"},
+}
 
 #: Spellings the engines accept for one option (argparse also takes any unambiguous prefix of a long flag).
 FLAG_ALIASES = {

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from rigforge.profile.measuring import Bench, DriverUpdate
-from rigforge.profile.recipes import Recipe, overlay_data, same_option
+from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
     CliFlag,
@@ -206,25 +206,34 @@ class Engine(StrictModel):
             raise ValueError("container engines need a docker section")
         return self
 
+    @field_validator("recipe")
+    @classmethod
+    def _recipe_is_known(cls, recipe: str | None, info: ValidationInfo) -> str | None:
+        recipes = info.data.get("recipes") or {}
+        if recipe is not None and recipe not in recipes:
+            raise ValueError(f"not one of engine.recipes ({', '.join(recipes) or 'none defined'})")
+        return recipe
+
     @model_validator(mode="after")
-    def _recipe_is_known(self) -> Engine:
-        if self.recipe is not None and self.recipe not in self.recipes:
-            known = ", ".join(self.recipes) or "none defined"
-            raise ValueError(f"recipe {self.recipe!r} is not one of engine.recipes ({known})")
+    def _default_recipe_named(self) -> Engine:
         if self.recipes and self.recipe is None:
             raise ValueError(f"engine.recipe must name the default among engine.recipes ({', '.join(self.recipes)})")
         return self
 
     @model_validator(mode="after")
     def _each_option_once(self) -> Engine:
+        own = set(RIGFORGE_FLAGS[self.kind].values())
         words = [word for word in self.command if word.startswith("--")]
-        twice = same_option([*words, *self.flags])
-        if twice is not None:
-            first, second = twice
-            where = "engine.command and engine.flags" if first in words else "engine.flags"
-            raise ValueError(f"{first} and {second} in {where} name the same option (the engine keeps the last "
-                             "one given): keep one")
-        return self
+        twice = same_option([*sorted(own), *words, *self.flags])
+        if twice is None:
+            return self
+        first, second = twice
+        if first in own:
+            raise ValueError(f"engine.flags must not set {second}: rigforge gives {first} itself, from model.path, "
+                             "engine.served_model_name, engine.host and engine.port")
+        where = "engine.command and engine.flags" if first in words else "engine.flags"
+        raise ValueError(f"{first} and {second} in {where} name the same option (the engine keeps the last one "
+                         "given): keep one")
 
 
 class ModelFile(StrictModel):

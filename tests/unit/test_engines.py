@@ -21,7 +21,7 @@ from rigforge.engines import (
     launch_command,
     systemd_quote,
 )
-from rigforge.profile.loader import load_profile
+from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.remote import llama_launcher
 
 GGUF = "/srv/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf"
@@ -78,9 +78,9 @@ def test_container_engines_get_the_local_weights_read_only(profile_name: str, mo
 
 
 def test_engine_flags_may_not_override_what_the_profile_says_elsewhere() -> None:
-    profile = load_profile("4x-threadripper", {"engine": {"flags": {"--port": 1}}})
-    with pytest.raises(EngineConfigError, match="--port"):
-        launch_command(profile)
+    """Refused when the profile loads: the engine would get --port twice."""
+    with pytest.raises(ProfileError, match="engine.flags must not set --port: rigforge gives --port itself"):
+        load_profile("4x-threadripper", {"engine": {"flags": {"--port": 1}}})
 
 
 def test_device_list_for_gpus_is_passed_as_docker_expects() -> None:
