@@ -224,7 +224,8 @@ class Engine(StrictModel):
     def _each_option_once(self) -> Engine:
         own = set(RIGFORGE_FLAGS[self.kind].values())
         words = [word for word in self.command if word.startswith("--")]
-        twice = same_option([*sorted(own), *words, *self.flags])
+        given = [flag for flag, value in self.flags.items() if value is not False]  # false: left out
+        twice = same_option([*sorted(own), *words, *given])
         if twice is None:
             return self
         first, second = twice
