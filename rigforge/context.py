@@ -83,7 +83,7 @@ def _profile_json() -> str:
             f"host {host.name} has no rigforge profile: use an inventory from inventory/ "
             "(it sets host data 'rigforge_profile' through rigforge.inventory)"
         )
-    return json.dumps(data, sort_keys=True)
+    return json.dumps(data)  # the inventory's order: recipes are tried and listed in the profile's order
 
 
 def current_recipe_choice() -> RecipeChoice:
