@@ -66,7 +66,9 @@ def test_graph_xml_only_on_8x_turin() -> None:
         assert "/etc/nccl_graph_opt.xml" not in files
         assert "NCCL_GRAPH_FILE" not in files[nccl.NCCL_CONF] + files[nccl.ENGINE_ENV_FILE]
     files = _files("8x-turin")
-    assert "NCCL_GRAPH_FILE=/etc/nccl_graph_opt.xml\n" in files[nccl.NCCL_CONF]
+    # Every NCCL program on the rig reads nccl.conf, and NCCL fails any communicator the 8-GPU graph does not fit
+    # (tests/fixtures/nccl/): the graph goes to the engine alone.
+    assert "NCCL_GRAPH_FILE" not in files[nccl.NCCL_CONF]
     assert "NCCL_GRAPH_FILE=/etc/nccl_graph_opt.xml\n" in files[nccl.ENGINE_ENV_FILE]
     graphs = ET.fromstring(files["/etc/nccl_graph_opt.xml"])
     assert [(g.get("id"), g.get("pattern")) for g in graphs] == [("0", "4"), ("1", "1"), ("4", "6"), ("2", "3"),
@@ -93,6 +95,15 @@ def test_engine_environment_refuses_conflicts_and_ambiguous_values() -> None:
         _files("2x-pix", engine={"env": {"HF_TOKEN": '"abc"'}})
     ok = _files("2x-pix", engine={"env": {"EXTRA": "a b=c,d"}})[nccl.ENGINE_ENV_FILE]
     assert "EXTRA=a b=c,d\n" in ok
+
+
+def test_an_empty_graph_file_in_engine_env_gives_the_engine_no_graph() -> None:
+    # An engine (or recipe) whose layout the 8-GPU graph breaks drops it; the rig keeps writing the file.
+    files = _files("8x-turin", engine={"env": {"NCCL_GRAPH_FILE": ""}, "flags": {"--tensor-parallel-size": 4}})
+    assert "NCCL_GRAPH_FILE" not in files[nccl.ENGINE_ENV_FILE] + files[nccl.NCCL_CONF]
+    assert "/etc/nccl_graph_opt.xml" in files
+    same = _files("8x-turin", engine={"env": {"NCCL_GRAPH_FILE": "/etc/nccl_graph_opt.xml"}})
+    assert same[nccl.ENGINE_ENV_FILE] == _files("8x-turin")[nccl.ENGINE_ENV_FILE]
 
 
 def test_repository_file_per_distro_and_arch() -> None:
