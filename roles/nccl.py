@@ -27,6 +27,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile
+from rigforge.facts.nccl import NCCL_CONF
 from rigforge.operations.files import managed_file
 from rigforge.operations.managed import absent
 from rigforge.profile import Profile
@@ -34,7 +35,6 @@ from rigforge.profile.loader import ProfileError
 from rigforge.profile.nccl_layout import GRAPH_GPUS, GRAPH_RINGS, GRAPH_VARIABLE, engine_graph_file
 from rigforge.render import render
 
-NCCL_CONF = "/etc/nccl.conf"
 STATE_DIR = "/etc/rigforge"
 #: The engine service's environment file (systemd ``EnvironmentFile=``, ``docker --env-file``).
 ENGINE_ENV_FILE = f"{STATE_DIR}/engine.env"
