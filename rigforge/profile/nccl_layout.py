@@ -87,9 +87,10 @@ class Dimension:
     flags: tuple[str, ...]
 
 
-#: source: vLLM vllm/engine/arg_utils.py, the ParallelConfig argument group (``--tensor-parallel-size``/``-tp``,
-#: ``--pipeline-parallel-size``/``-pp``, ``--data-parallel-size``/``-dp``, ``--decode-context-parallel-size``/
-#: ``-dcp``; ``--prefill-context-parallel-size``/``-pcp`` in later releases). Each makes groups of its size.
+#: source: vLLM vllm/engine/arg_utils.py (vllm-project/vllm at 99d7eb5), the ParallelConfig argument group:
+#: ``--tensor-parallel-size``/``-tp``, ``--pipeline-parallel-size``/``-pp``, ``--data-parallel-size``/``-dp``,
+#: ``--decode-context-parallel-size``/``-dcp``; ``--prefill-context-parallel-size``/``-pcp`` in later releases.
+#: Each makes groups of its size.
 VLLM_DIMENSIONS = {
     "tp": Dimension("tensor-parallel", ("--tensor-parallel-size", "-tp")),
     "pp": Dimension("pipeline-parallel", ("--pipeline-parallel-size", "-pp")),
@@ -97,11 +98,11 @@ VLLM_DIMENSIONS = {
     "dcp": Dimension("decode-context-parallel", ("--decode-context-parallel-size", "-dcp")),
     "pcp": Dimension("prefill-context-parallel", ("--prefill-context-parallel-size", "-pcp")),
 }
-#: source: SGLang python/sglang/srt/arg_groups/fields/parallel.py (``tp_size`` -> ``--tp-size`` with the alias
-#: ``--tensor-parallel-size``, ``pp_size``, ``dp_size``, ``dcp_size``, ``attn_cp_size``, ``moe_dp_size``,
-#: ``ep_size`` with ``--expert-parallel-size``/``--ep``); ``--tp`` and ``--dp`` are argparse's abbreviations of
-#: ``--tp-size`` and ``--dp-size``. Without ``--enable-dp-attention`` each data-parallel replica is a separate
-#: engine with its own communicators, so ``dp`` makes no group of its own.
+#: source: SGLang python/sglang/srt/arg_groups/fields/parallel.py (sgl-project/sglang at 0481724): ``tp_size`` ->
+#: ``--tp-size`` with the alias ``--tensor-parallel-size``, ``pp_size``, ``dp_size``, ``dcp_size``,
+#: ``attn_cp_size``, ``moe_dp_size``, ``ep_size`` with ``--expert-parallel-size``/``--ep``; ``--tp`` and ``--dp``
+#: are argparse's abbreviations of ``--tp-size`` and ``--dp-size``. Without ``--enable-dp-attention`` each
+#: data-parallel replica is a separate engine with its own communicators, so ``dp`` makes no group of its own.
 SGLANG_DIMENSIONS = {
     "tp": Dimension("tensor-parallel", ("--tensor-parallel-size", "--tp-size", "--tp")),
     "pp": Dimension("pipeline-parallel", ("--pipeline-parallel-size", "--pp-size")),
