@@ -14,10 +14,10 @@ communicator, so it is always fine.
     engine_groups(profile)                # [Group("tensor-parallel", 8, "--tensor-parallel-size", ...), ...]
 
 A pure function of the profile: the schema calls it when a profile loads, so a layout the graph breaks is
-refused before any host is touched. An engine recipe that overlays ``engine.flags`` or ``engine.env`` is checked
-by calling ``check_graph_layout`` on the profile with that overlay
-(``profile.model_copy(update={"engine": profile.engine.model_copy(update={"flags": ..., "env": ...})})``);
-an empty ``NCCL_GRAPH_FILE`` in ``engine.env`` gives that engine no graph.
+refused before any host is touched. An engine recipe is validated as the profile it makes
+(``Profile.with_recipe``), so the same check runs on every recipe and the loader names the recipe's field
+(``engine.recipes.NAME.flags.--tensor-parallel-size``). An empty ``NCCL_GRAPH_FILE`` in ``engine.env`` (or a
+recipe's ``env``) gives that engine no graph.
 """
 
 from __future__ import annotations
@@ -227,7 +227,8 @@ def check_graph_layout(profile: Profile) -> None:
             raise FieldError(
                 f"{group.cause} makes {group.what} groups of {group.size} GPUs, and the NCCL graph this engine gets "
                 f"({'.'.join(setting)}) names {span}: {fails}; drop {GRAPH_VARIABLE} for this layout "
-                f"(nccl.graph_xml: false, or {GRAPH_VARIABLE}: \"\" in engine.env) or make every group "
+                f"(nccl.graph_xml: false, or {GRAPH_VARIABLE}: \"\" in engine.env or the recipe's env) or make "
+                f"every group "
                 f"{len(devices)} GPUs", ("engine", "flags", group.flag))
 
 

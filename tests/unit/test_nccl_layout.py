@@ -33,8 +33,8 @@ TP4_REFUSAL = (
     "8x-turin-tp4.yaml: engine.flags.--tensor-parallel-size: --tensor-parallel-size 4 makes tensor-parallel "
     "groups of 4 GPUs, and the NCCL graph this engine gets (nccl.graph_xml) names 8 GPUs (dev 0-7): NCCL fails "
     "every communicator that lacks one of them at init ('XML Import Channel : dev N not found'); drop "
-    "NCCL_GRAPH_FILE for this layout (nccl.graph_xml: false, or NCCL_GRAPH_FILE: \"\" in engine.env) or make "
-    "every group 8 GPUs")
+    "NCCL_GRAPH_FILE for this layout (nccl.graph_xml: false, or NCCL_GRAPH_FILE: \"\" in engine.env or the recipe's "
+    "env) or make every group 8 GPUs")
 
 
 def _refusal(overrides: dict) -> str:
@@ -84,8 +84,6 @@ def test_the_graph_devices_are_the_ones_in_the_rendered_file() -> None:
      "engine.flags.--tensor-parallel-size", "tensor-parallel groups of 4 GPUs"),
     (_vllm({"--tensor-parallel-size": 8, "--prefill-context-parallel-size": 2}),
      "engine.flags.--prefill-context-parallel-size", "prefill-context-parallel groups of 2 GPUs"),
-    ({"engine": {"flags": {"--tensor-parallel-size": False, "--tp": 2}}},
-     "engine.flags.--tp", "--tp 2 makes tensor-parallel groups of 2 GPUs"),
     ({"engine": {"flags": {"--dp": 2, "--enable-dp-attention": True}}},
      "engine.flags.--dp", "--dp 2 with --enable-dp-attention on 8 tensor-parallel GPUs makes attention "
                           "tensor-parallel groups of 4 GPUs"),
@@ -100,10 +98,6 @@ def test_the_graph_devices_are_the_ones_in_the_rendered_file() -> None:
      "NCCL_GRAPH_FILE goes only into the engine's environment, never /etc/nccl.conf"),
     ({"engine": {"env": {"NCCL_GRAPH_FILE": "/opt/graph.xml"}}}, "engine.env.NCCL_GRAPH_FILE",
      "/opt/graph.xml is not the graph rigforge writes, so its GPUs are unknown"),
-    ({"engine": {"flags": {"--tensor-parallel": 8}}}, "engine.flags.--tensor-parallel",
-     "--tensor-parallel abbreviates --tensor-parallel-size: write the flag in full"),
-    ({"engine": {"flags": {"--tp-size": 8}}}, "engine.flags.--tp-size",
-     "the tensor-parallel size is given twice (--tensor-parallel-size and --tp-size)"),
     ({"engine": {"flags": {"--tensor-parallel-size": "eight"}}}, "engine.flags.--tensor-parallel-size",
      "--tensor-parallel-size must be a whole number of GPUs, 1 or more (got 'eight')"),
 ])
@@ -133,7 +127,41 @@ def test_layouts_that_fit_the_graph_or_get_none_load(overrides: dict) -> None:
 
 
 def test_a_layout_without_a_graph_is_never_judged() -> None:
-    load_profile("2x-pix", {"engine": {"flags": {"--tensor-parallel-size": 1, "--tp-size": 2}}})
+    load_profile("2x-pix", {"engine": {"flags": {"--tensor-parallel-size": "two"}}})
+
+
+def _with_flags(flags: dict) -> Profile:
+    """8x-turin with exactly these engine flags (model_copy: the engine section's own checks do not run)."""
+    profile = load_profile("8x-turin")
+    return profile.model_copy(update={"engine": profile.engine.model_copy(update={"flags": flags})})
+
+
+@pytest.mark.parametrize(("flags", "flag", "says"), [
+    ({"--tp": 2}, "--tp", "--tp 2 makes tensor-parallel groups of 2 GPUs"),
+    ({"--tensor-parallel": 8}, "--tensor-parallel",
+     "--tensor-parallel abbreviates --tensor-parallel-size: write the flag in full"),
+    ({"--tp-size": 8, "--tensor-parallel-size": 8}, "--tp-size",
+     "the tensor-parallel size is given twice (--tensor-parallel-size and --tp-size)"),
+])
+def test_each_spelling_of_a_size_is_read(flags: dict, flag: str, says: str) -> None:
+    with pytest.raises(FieldError) as error:
+        check_graph_layout(_with_flags(flags))
+    assert error.value.loc == ("engine", "flags", flag) and says in str(error.value)
+    assert engine_groups(_with_flags({"--tp": 8})) == [Group("tensor-parallel", 8, "--tp", "--tp 8")]
+
+
+def test_each_engine_recipe_is_checked_where_it_sets_the_layout() -> None:
+    """A recipe is validated as the profile it makes, so the same check runs on it; the line names the recipe."""
+    recipes = {"today": {"description": "as the profile is", "source": "rig-facts §4.4"},
+               "tp4dp2": {"description": "TP 4 x DP 2", "source": "a layout the graph breaks",
+                          "flags": {"--tensor-parallel-size": 4, "--dp-size": 2}}}
+    line = _refusal({"engine": {"recipes": recipes, "recipe": "today"}})
+    assert line.startswith("host data 'profile_overrides': engine.recipes.tp4dp2.flags.--tensor-parallel-size: "
+                           "--tensor-parallel-size 4 makes tensor-parallel groups of 4 GPUs"), line
+    recipes["tp4dp2"]["env"] = {"NCCL_GRAPH_FILE": ""}  # that recipe's engine gets no graph
+    profile = load_profile("8x-turin", {"engine": {"recipes": recipes, "recipe": "today"}})
+    assert engine_graph_file(profile.with_recipe("tp4dp2")) is None
+    assert engine_graph_file(profile.with_recipe("today")) == "/etc/nccl_graph_opt.xml"
 
 
 def test_an_engine_overlay_is_checked_by_the_same_function() -> None:
