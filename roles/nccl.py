@@ -6,11 +6,11 @@
   the rig reads it, so it never names the graph XML: a rig provisioned when it did loses that line on the
   next run, and nothing else of the file changes.
 - ``/etc/rigforge/engine.env`` (``ENGINE_ENV_FILE``) is the engine service's ``EnvironmentFile=`` and
-  ``docker --env-file``: the NCCL settings, ``NCCL_GRAPH_FILE`` when the engine gets the graph, then
-  ``engine.env``. Both readers take ``KEY=value`` lines, but systemd strips quotes and backslashes that
-  docker keeps; a value that the two would read differently is refused here with the variable's name. It is
-  written for every profile (the engine service reads it even where there is no NCCL), mode 0640: it may
-  carry tokens.
+  ``docker --env-file``: the rig's NCCL settings, and ``NCCL_GRAPH_FILE`` when the graph XML is on (the engine's
+  own variables are in its unit, ``docker run -e`` after this file). Both readers take ``KEY=value`` lines, but
+  systemd strips quotes and backslashes that docker keeps; a value that the two would read differently is
+  refused here with the variable's name. It is written for every profile (the engine service reads it even
+  where there is no NCCL), mode 0640: it may carry tokens.
 - The graph XML (rig-facts §5) is an 8-rank graph for AMD Turin/Genoa; it is written to
   ``nccl.graph_path`` only when ``nccl.graph_xml`` is set (8x Turin), never on 2- or 4-GPU rigs. NCCL fails
   the init of any communicator that lacks one of its 8 GPUs (tests/fixtures/nccl/), so it reaches the engine
@@ -27,12 +27,13 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile
+from rigforge.engines import engine_env_file_variables
 from rigforge.facts.nccl import NCCL_CONF
 from rigforge.operations.files import managed_file
 from rigforge.operations.managed import absent
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
-from rigforge.profile.nccl_layout import GRAPH_GPUS, GRAPH_RINGS, GRAPH_VARIABLE, engine_graph_file
+from rigforge.profile.nccl_layout import GRAPH_GPUS, GRAPH_RINGS
 from rigforge.render import render
 
 STATE_DIR = "/etc/rigforge"
@@ -49,22 +50,9 @@ def nccl_settings(profile: Profile) -> dict[str, str]:
 
 
 def engine_environment(profile: Profile) -> dict[str, str]:
-    """The engine's variables: all of ``nccl.env``, the graph file it gets, then ``engine.env``; checked for the file.
-
-    ``NCCL_GRAPH_FILE`` is the engine's own (``rigforge.profile.nccl_layout.engine_graph_file``): an
-    ``engine.env`` value wins over ``nccl.graph_xml``'s path, and an empty one leaves the variable out.
-    """
-    variables = dict(profile.nccl.env) if profile.nccl else {}
-    graph = engine_graph_file(profile)
-    if graph is not None:
-        variables[GRAPH_VARIABLE] = graph
-    for key, value in profile.engine.env.items():
-        if key == GRAPH_VARIABLE:
-            continue
-        if key in variables and variables[key] != value:
-            raise ProfileError(f"{key} is set to {variables[key]!r} in nccl.env and to {value!r} in engine.env; "
-                               "set it in one place")
-        variables[key] = value
+    """The engine env file's variables: the rig's ``nccl.env`` and the graph file (rigforge/engines.py), checked
+    for the file. The engine's own variables (a recipe's) are in its unit, where they win over this file."""
+    variables = engine_env_file_variables(profile)
     for key, value in variables.items():
         if value != value.strip() or any(char in value for char in _AMBIGUOUS_CHARS):
             raise ProfileError(f"{key}={value!r}: systemd and docker would read this value differently in "

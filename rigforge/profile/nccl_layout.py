@@ -16,8 +16,12 @@ communicator, so it is always fine.
 A pure function of the profile: the schema calls it when a profile loads, so a layout the graph breaks is
 refused before any host is touched. An engine recipe is validated as the profile it makes
 (``Profile.with_recipe``), so the same check runs on every recipe and the loader names the recipe's field
-(``engine.recipes.NAME.flags.--tensor-parallel-size``). An empty ``NCCL_GRAPH_FILE`` in ``engine.env`` (or a
-recipe's ``env``) gives that engine no graph.
+(``engine.recipes.NAME.flags.--tensor-parallel-size``).
+
+The graph reaches the engine through the rig's engine env file, so every recipe of the rig gets it: docker
+cannot take a variable of ``--env-file`` away again, and an empty ``NCCL_GRAPH_FILE`` fails NCCL init as well
+(``Could not open XML graph file  : No such file or directory``, tests/fixtures/nccl/). A layout the graph breaks
+runs only with ``nccl.graph_xml: false``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ GRAPH_RINGS = ({"id": 0, "pattern": 4}, {"id": 1, "pattern": 1})
 GRAPH_GPUS = ("0", "0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7")
 #: The line NCCL prints when a communicator lacks a device the graph names (tests/fixtures/nccl/).
 MISSING_DEVICE_LINE = "XML Import Channel : dev N not found"
+#: ... and when NCCL_GRAPH_FILE names no file (empty, or a path the engine does not see).
+MISSING_FILE_LINE = "Could not open XML graph file  : No such file or directory"
 
 
 class _Gpus(Protocol):
@@ -149,12 +155,13 @@ def graph_devices() -> tuple[int, ...]:
 
 
 def engine_graph_file(profile: Profile) -> str | None:
-    """The ``NCCL_GRAPH_FILE`` the engine gets: its own ``engine.env`` value (empty: none) over ``nccl.graph_xml``'s.
+    """The ``NCCL_GRAPH_FILE`` the engine gets: its own ``engine.env`` value (``docker run -e``, read after the env
+    file) over the path ``nccl.graph_xml`` puts in the engine env file; None when it gets none.
 
     + profile: the rig's profile (with an engine recipe's overlay, if any)
     """
     if GRAPH_VARIABLE in profile.engine.env:
-        return profile.engine.env[GRAPH_VARIABLE] or None
+        return profile.engine.env[GRAPH_VARIABLE]
     if profile.nccl is not None and profile.nccl.graph_xml:
         return profile.nccl.graph_path
     return None
@@ -207,10 +214,14 @@ def check_graph_layout(profile: Profile) -> None:
     if graph is None:
         return
     setting = ("engine", "env", GRAPH_VARIABLE) if GRAPH_VARIABLE in profile.engine.env else ("nccl", "graph_xml")
+    if not graph:
+        raise FieldError(f"an empty {GRAPH_VARIABLE} fails NCCL init too ('{MISSING_FILE_LINE}'), and docker cannot "
+                         "take away the variable the engine env file gives: leave it out here, and run an engine "
+                         "without the graph with nccl.graph_xml: false", setting)
     nccl = profile.nccl
     if not (nccl is not None and nccl.graph_xml and graph == nccl.graph_path):
         raise FieldError(f"{graph} is not the graph rigforge writes, so its GPUs are unknown: set nccl.graph_xml: "
-                         f"true (written to nccl.graph_path), or leave {GRAPH_VARIABLE} empty", setting)
+                         f"true (written to nccl.graph_path) and leave {GRAPH_VARIABLE} out of engine.env", setting)
     devices = graph_devices()
     span = f"{len(devices)} GPUs (dev {devices[0]}-{devices[-1]})"
     fails = f"NCCL fails every communicator that lacks one of them at init ('{MISSING_DEVICE_LINE}')"
@@ -226,9 +237,8 @@ def check_graph_layout(profile: Profile) -> None:
         if group.size > 1 and group.size != len(devices):
             raise FieldError(
                 f"{group.cause} makes {group.what} groups of {group.size} GPUs, and the NCCL graph this engine gets "
-                f"({'.'.join(setting)}) names {span}: {fails}; drop {GRAPH_VARIABLE} for this layout "
-                f"(nccl.graph_xml: false, or {GRAPH_VARIABLE}: \"\" in engine.env or the recipe's env) or make "
-                f"every group "
+                f"({'.'.join(setting)}) names {span}: {fails}; run this layout without the graph (nccl.graph_xml: "
+                f"false: the engine env file gives it to every recipe of the rig) or make every group "
                 f"{len(devices)} GPUs", ("engine", "flags", group.flag))
 
 

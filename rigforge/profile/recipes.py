@@ -9,8 +9,8 @@ native server, docker run settings, command, flags, environment and health timeo
 - ``replace: [flags, env]`` starts those mappings empty instead (a published command that shares little with
   the profile's);
 - anything else replaces the profile's value; giving ``image``, ``build`` or ``native`` drops the other two;
-- a recipe that changes ``kind`` starts from no command, flags, env, image or build: an engine's flags mean
-  nothing to another engine.
+- a recipe that changes ``kind`` starts from no command, flags, env or image: an engine's flags mean nothing to
+  another engine (a build keeps its stack's args: the recipe names its Dockerfile and removes what it lacks).
 
 The profile's own ``engine`` section is what every recipe starts from; ``engine.recipe`` names the one a rig
 runs unless told otherwise. Every value keeps its ``# source:`` comment in the profile file.
@@ -48,7 +48,7 @@ ABOUT_KEYS = ("description", "source", "claims", "differences", "fork", "engine_
 #: Only one of these runs an engine; a recipe giving one drops the others.
 RUN_WAYS = ("image", "build", "native")
 #: What a recipe that changes the engine's kind does not inherit.
-KIND_BOUND = ("command", "flags", "env", "image", "build", "native")
+KIND_BOUND = ("command", "flags", "env", "image", "native")
 
 FlagValue = bool | int | float | SafeText | dict[str, Any]
 

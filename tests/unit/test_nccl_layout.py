@@ -32,9 +32,9 @@ engine:
 TP4_REFUSAL = (
     "8x-turin-tp4.yaml: engine.flags.--tensor-parallel-size: --tensor-parallel-size 4 makes tensor-parallel "
     "groups of 4 GPUs, and the NCCL graph this engine gets (nccl.graph_xml) names 8 GPUs (dev 0-7): NCCL fails "
-    "every communicator that lacks one of them at init ('XML Import Channel : dev N not found'); drop "
-    "NCCL_GRAPH_FILE for this layout (nccl.graph_xml: false, or NCCL_GRAPH_FILE: \"\" in engine.env or the recipe's "
-    "env) or make every group 8 GPUs")
+    "every communicator that lacks one of them at init ('XML Import Channel : dev N not found'); run this layout "
+    "without the graph (nccl.graph_xml: false: the engine env file gives it to every recipe of the rig) or make "
+    "every group 8 GPUs")
 
 
 def _refusal(overrides: dict) -> str:
@@ -98,6 +98,12 @@ def test_the_graph_devices_are_the_ones_in_the_rendered_file() -> None:
      "NCCL_GRAPH_FILE goes only into the engine's environment, never /etc/nccl.conf"),
     ({"engine": {"env": {"NCCL_GRAPH_FILE": "/opt/graph.xml"}}}, "engine.env.NCCL_GRAPH_FILE",
      "/opt/graph.xml is not the graph rigforge writes, so its GPUs are unknown"),
+    # An empty value is no way out: NCCL fails on it too (tests/fixtures/nccl/e-graph-empty.log).
+    ({"engine": {"env": {"NCCL_GRAPH_FILE": ""}, "flags": {"--tensor-parallel-size": 4}}},
+     "engine.env.NCCL_GRAPH_FILE", "an empty NCCL_GRAPH_FILE fails NCCL init too ('Could not open XML graph file  : "
+                                   "No such file or directory')"),
+    ({"nccl": {"graph_xml": False}, "engine": {"env": {"NCCL_GRAPH_FILE": ""}}}, "engine.env.NCCL_GRAPH_FILE",
+     "an empty NCCL_GRAPH_FILE fails NCCL init too"),
     ({"engine": {"flags": {"--tensor-parallel-size": "eight"}}}, "engine.flags.--tensor-parallel-size",
      "--tensor-parallel-size must be a whole number of GPUs, 1 or more (got 'eight')"),
 ])
@@ -118,8 +124,7 @@ def test_layouts_the_graph_breaks_are_refused_naming_the_setting(overrides: dict
     {"engine": {"flags": {"--tensor-parallel-size": "8"}}},
     {"engine": {"docker": {"gpus": "device=0,1,2,3,4,5,6,7"}}},
     {"engine": {"env": {"NCCL_GRAPH_FILE": "/etc/nccl_graph_opt.xml"}}},  # the published command's own -e
-    # An engine given no graph may use any layout, on the same rig that writes it.
-    {"engine": {"env": {"NCCL_GRAPH_FILE": ""}, "flags": {"--tensor-parallel-size": 4}}},
+    # Without the graph any layout loads.
     {"nccl": {"graph_xml": False}, "engine": {"flags": {"--tensor-parallel-size": 4}}},
 ])
 def test_layouts_that_fit_the_graph_or_get_none_load(overrides: dict) -> None:
@@ -158,9 +163,11 @@ def test_each_engine_recipe_is_checked_where_it_sets_the_layout() -> None:
     line = _refusal({"engine": {"recipes": recipes, "recipe": "today"}})
     assert line.startswith("host data 'profile_overrides': engine.recipes.tp4dp2.flags.--tensor-parallel-size: "
                            "--tensor-parallel-size 4 makes tensor-parallel groups of 4 GPUs"), line
-    recipes["tp4dp2"]["env"] = {"NCCL_GRAPH_FILE": ""}  # that recipe's engine gets no graph
-    profile = load_profile("8x-turin", {"engine": {"recipes": recipes, "recipe": "today"}})
-    assert engine_graph_file(profile.with_recipe("tp4dp2")) is None
+    # The rig's engine env file gives the graph to every recipe; an empty value in the recipe's env fails NCCL too.
+    recipes["tp4dp2"]["env"] = {"NCCL_GRAPH_FILE": ""}
+    line = _refusal({"engine": {"recipes": recipes, "recipe": "today"}})
+    assert line.startswith("host data 'profile_overrides': engine.recipes.tp4dp2.env.NCCL_GRAPH_FILE: an empty "), line
+    profile = load_profile("8x-turin", {"engine": {"recipes": {"today": recipes["today"]}, "recipe": "today"}})
     assert engine_graph_file(profile.with_recipe("today")) == "/etc/nccl_graph_opt.xml"
 
 
@@ -176,4 +183,4 @@ def test_an_engine_overlay_is_checked_by_the_same_function() -> None:
     with pytest.raises(FieldError) as error:
         check_graph_layout(overlaid({"--tensor-parallel-size": 4}, {}))
     assert error.value.loc == ("engine", "flags", "--tensor-parallel-size")
-    check_graph_layout(overlaid({"--tensor-parallel-size": 4}, {"NCCL_GRAPH_FILE": ""}))
+    check_graph_layout(overlaid({"--tensor-parallel-size": 8}, {"NCCL_GRAPH_FILE": "/etc/nccl_graph_opt.xml"}))
