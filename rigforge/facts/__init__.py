@@ -27,6 +27,7 @@ GpuComputeProcesses Holders (GPU processes, cgroups)     NO_HOLDERS (holders.py)
 PortListeners       Holders (listeners on a port)        NO_HOLDERS (holders.py)
 DpkgLockHolders     tuple of LockHolder                  () (holders.py)
 ManagedByRigforge   True: carries rigforge's header      None (no such file; managed.py)
+NcclConf            NcclConfFile (ours, KEY=value)       None (no /etc/nccl.conf; nccl.py)
 =================== ==================================== =====================================
 """
 

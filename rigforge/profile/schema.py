@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from rigforge.profile.measuring import Bench, DriverUpdate
+from rigforge.profile.nccl_layout import check_graph_layout
 from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
@@ -300,6 +301,8 @@ class Profile(StrictModel):
             raise ValueError("modprobe.force_p2p_override is only allowed when gpus.topology is NODE")
         if self.engine.native is None and self.container is None:
             raise ValueError("a container engine needs the container section")
+        # The NCCL graph must fit every communicator the engine makes (rigforge.profile.nccl_layout).
+        check_graph_layout(self)
         return self
 
     @property
