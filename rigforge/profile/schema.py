@@ -12,10 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from rigforge.profile.access import EngineAuth, EngineFlag
 from rigforge.profile.measuring import Bench, DriverUpdate
 from rigforge.profile.types import (
     AbsPath,
-    CliFlag,
     CudaVersion,
     DriverVersion,
     EnvName,
@@ -185,12 +185,13 @@ class Engine(StrictModel):
     native: NativeServer | None = None
     docker: DockerRun | None = None
     command: list[SafeText]  # program the flags are given to
-    flags: dict[CliFlag, bool | int | float | SafeText | dict[str, Any]]
+    flags: dict[EngineFlag, bool | int | float | SafeText | dict[str, Any]]
     env: dict[EnvName, SafeText]
     host: Annotated[str, StringConstraints(pattern=r"^[0-9.]+$")]
     port: Port
     served_model_name: SafeText
     health_timeout_s: PositiveInt
+    auth: EngineAuth  # who may call the API (rigforge/profile/access.py)
 
     @model_validator(mode="after")
     def _one_way_to_run(self) -> Engine:
