@@ -58,9 +58,14 @@ def launcher_key_flag() -> list[str]:
     return ["--api-key-file", KEY_FILE]
 
 
-def container_key_mounts(lib_dir: str) -> dict[str, str]:
-    """Read-only mounts that bring the key file and the entry script into the engine's container."""
-    return {KEY_FILE: CONTAINER_KEY_FILE, f"{lib_dir}/{ENTRY_SCRIPT}": CONTAINER_ENTRY}
+def container_key_mounts(lib_dir: str) -> list[list[str]]:
+    """``docker run`` flags that bring the key file and the entry script into the engine's container, read-only.
+
+    ``--mount`` rather than ``-v``: a key file gone missing stops the container's start, where ``-v`` would make
+    an empty directory in its place.
+    """
+    return [["--mount", f"type=bind,source={source},target={target},readonly"]
+            for source, target in ((KEY_FILE, CONTAINER_KEY_FILE), (f"{lib_dir}/{ENTRY_SCRIPT}", CONTAINER_ENTRY))]
 
 
 def keyed_command(command: list[str]) -> list[str]:

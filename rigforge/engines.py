@@ -188,13 +188,14 @@ def docker_lines(profile: Profile) -> list[Line]:
     entry runs the engine's module with the key.
     """
     keyed = needs_api_key(profile)
-    lines = container_lines(profile, extra_volumes=container_key_mounts(REMOTE_LIB_DIR) if keyed else None)
+    *lines, image = container_lines(profile)
+    lines += container_key_mounts(REMOTE_LIB_DIR) if keyed else []
     command = list(profile.engine.command)
     try:
         command = keyed_command(command) if keyed else command
     except KeyedCommandError as error:
         raise EngineConfigError(str(error)) from None
-    return lines + ([command] if command else []) + engine_lines(profile)
+    return [*lines, image, *([command] if command else []), *engine_lines(profile)]
 
 
 def launch_command(profile: Profile) -> list[Line]:

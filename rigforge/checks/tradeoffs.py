@@ -39,8 +39,8 @@ MITIGATION_PARAMS: dict[str, str] = {
     "spectre_v1=off": "",
 }
 TRUST_REMOTE_CODE = "--trust-remote-code"
-#: Where the published commands behind the three GPU profiles bind 0.0.0.0 and trust remote code.
-PUBLISHED_COMMANDS = "rig-facts §2.4, §3.3, §4.4 (every published launch command)"
+#: The published launch commands behind the three GPU profiles.
+PUBLISHED_COMMANDS = "rig-facts §2.4, §3.3, §4.4"
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def served_beyond_loopback(profile: Profile) -> list[TradeOff]:
         gives_up = (f"any access control: {port} serves the model to whoever reaches the rig, over plain HTTP, "
                     f"without a key (engine.auth none: {engine.auth.reason})")
     return [TradeOff(
-        setting=f"engine.host {engine.host}", gives_up=gives_up, source=PUBLISHED_COMMANDS,
+        setting=f"engine.host {engine.host}", gives_up=gives_up,
+        source=f"{PUBLISHED_COMMANDS} (every published launch command binds 0.0.0.0)",
         safe_default="engine.host: 127.0.0.1 (reach it through ssh -L or a TLS proxy on the rig)")]
 
 
@@ -100,7 +101,7 @@ def remote_code_trusted(profile: Profile) -> list[TradeOff]:
         setting=f"engine.flags {TRUST_REMOTE_CODE}",
         gives_up=f"running only the engine's own code: the engine imports Python shipped with the model ({origin}) "
                  "as root in its container, so whoever can change that repository runs code on this rig",
-        source=PUBLISHED_COMMANDS,
+        source=f"{PUBLISHED_COMMANDS} (every published launch command passes it)",
         safe_default=f"remove {TRUST_REMOTE_CODE} from engine.flags (for a model the engine supports natively), "
                      "and pin model.revision to a commit you have read")]
 

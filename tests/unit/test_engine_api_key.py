@@ -60,14 +60,15 @@ def test_the_key_reaches_each_gpu_engine_through_its_file_never_argv_or_environm
     image_at = next(index for index, word in enumerate(argv) if word.startswith("rigforge/"))
     docker, program = argv[:image_at], argv[image_at + 1:]
     # The key file and its reader come in read-only; the engine's module runs through the reader.
-    assert f"{KEY_FILE}:{CONTAINER_KEY_FILE}:ro" in docker
-    assert f"{REMOTE_LIB_DIR}/engine_entry.py:{CONTAINER_ENTRY}:ro" in docker
+    mounts = [docker[index + 1] for index, word in enumerate(docker) if word == "--mount"]
+    assert mounts == [f"type=bind,source={KEY_FILE},target={CONTAINER_KEY_FILE},readonly",
+                      f"type=bind,source={REMOTE_LIB_DIR}/engine_entry.py,target={CONTAINER_ENTRY},readonly"]
     assert program[:6] == ["python3", CONTAINER_ENTRY, "--api-key-file", CONTAINER_KEY_FILE, "-m",
                            profile.engine.command[2]]
     # Nothing else carries it: no --api-key word, no variable, no env file of the secrets folder.
     assert "--api-key" not in argv
-    assert not [word for word in argv if "API_KEY" in word or "/etc/rigforge/secrets" in word.split(":")[0]
-                and not word.startswith(f"{KEY_FILE}:")]
+    assert not [word for word in argv if "API_KEY" in word]
+    assert [word for word in argv if "/etc/rigforge/secrets" in word] == [mounts[0]]
     assert argv[argv.index("--env-file") + 1] == "/etc/rigforge/engine.env"
     for text in (unit, env_file):
         assert SENTINEL not in text and "API_KEY" not in text

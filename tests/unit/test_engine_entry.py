@@ -1,15 +1,16 @@
 """rigforge/remote/engine_entry.py for real: a process started through it, as the engine's container starts it.
 
-The engine is a STAND-IN module (written here; vLLM and SGLang cannot run without GPUs): like them it parses
-``--api-key`` from ``sys.argv``, logs the arguments it parsed (vLLM's "non-default args", SGLang's
-``server_args=``) and prints, and starts a worker with ``spawn`` (as vLLM's ``VLLM_WORKER_MULTIPROC_METHOD=spawn``
-and SGLang's schedulers do). It reports what it and its worker saw in their own /proc entries.
+The engine is a STAND-IN module (tests/standins/api_engine.py; vLLM and SGLang cannot run without GPUs): like
+them it parses ``--api-key``, logs and prints the arguments it parsed, and starts a ``spawn`` worker; it reports
+what it and its worker saw in their own /proc entries. The same run in a real container, started with the
+engine unit's mounts: tests/e2e/test_engine_entry_container.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,47 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = ROOT / "rigforge" / "remote" / "engine_entry.py"
+STANDIN = ROOT / "tests" / "standins" / "api_engine.py"
 KEY = "k3y-that-must-stay-in-its-file-5f2b9c"
-
-STANDIN_ENGINE = '''
-import argparse, hashlib, json, logging, multiprocessing, os, sys
-
-
-def seen(path):
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-def worker(report, key_hex):
-    """A spawned child, given the key as the engines give theirs: in its pickled arguments, through a pipe."""
-    key = bytes.fromhex(key_hex)
-    with open(report, "w") as out:
-        json.dump({name: key in seen(f"/proc/self/{name}") for name in ("cmdline", "environ")}, out)
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port")
-    parser.add_argument("--api-key")
-    parser.add_argument("--report")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO)
-    logging.getLogger("standin").info("non-default args: %s", vars(args))
-    print(f"server_args=ServerArgs(port={args.port}, api_key={args.api_key!r})")
-    sys.stderr.write(f"api_key={args.api_key}\\\\n")
-    context = multiprocessing.get_context("spawn")
-    child_report = args.report + ".child"
-    child = context.Process(target=worker, args=(child_report, args.api_key.encode().hex()))
-    child.start()
-    child.join()
-    with open(args.report, "w") as out:
-        json.dump({"key_sha256": hashlib.sha256(args.api_key.encode()).hexdigest(),
-                   "cmdline_has_key": args.api_key.encode() in seen("/proc/self/cmdline"),
-                   "environ_has_key": args.api_key.encode() in seen("/proc/self/environ"),
-                   "key_in_os_environ": any(args.api_key in value for value in os.environ.values()),
-                   "argv0": sys.argv[0], "name": __name__,
-                   "child": json.load(open(child_report)), "child_exit": child.exitcode}, out)
-'''
 
 
 @pytest.fixture()
@@ -66,7 +28,7 @@ def engine(tmp_path: Path) -> Path:
     package = tmp_path / "standin"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "serve.py").write_text(STANDIN_ENGINE)
+    shutil.copy(STANDIN, package / "serve.py")
     return tmp_path
 
 

@@ -64,11 +64,10 @@ FLAG_ALIASES = {"--speculative-algo": "--speculative-algorithm"}
 MODEL_FLAGS = ("--model", "--model-path")
 #: Docker flags rigforge adds on purpose: a named container it can stop and clean up, never an implicit
 #: pull at start, the nccl role's env file, and the pre-downloaded weights (plus the graph XML) read-only.
-ADDED_DOCKER_FLAGS = {"--rm", "--name", "--pull", "--env-file"}
+ADDED_DOCKER_FLAGS = {"--rm", "--name", "--pull", "--env-file", "--mount"}
 #: The engine's API key (the seeds serve 0.0.0.0 without one): the key file and the entry that hands it to the
-#: engine's module are mounted read-only, and the module runs through the entry (rigforge/api_key.py).
+#: engine's module are mounted read-only (``--mount``), and the module runs through the entry (rigforge/api_key.py).
 KEY_ENTRY = [CONTAINER_ENTRY, "--api-key-file", CONTAINER_KEY_FILE]
-KEY_MOUNTS = {CONTAINER_KEY_FILE, CONTAINER_ENTRY}
 
 
 def without_key_entry(program: list[str]) -> list[str]:
@@ -161,8 +160,8 @@ def test_docker_flags_match_the_seed_command(profile_name: str) -> None:
     ours_targets = {volume.split(":")[1] for volume in ours_volumes}
     assert seed_targets <= ours_targets
     extra = ours_targets - seed_targets
-    expected_extra = {profile.model.path} | KEY_MOUNTS | (
-        {profile.nccl.graph_path} if profile.nccl and profile.nccl.graph_xml else set())
+    expected_extra = {profile.model.path} | ({profile.nccl.graph_path} if profile.nccl and profile.nccl.graph_xml
+                                             else set())
     assert extra == expected_extra
     assert all(volume.endswith(":ro") for volume in ours_volumes if volume.split(":")[1] in expected_extra)
     # Environment: every seed variable reaches the container with the same value (-e or the env file).
