@@ -15,6 +15,7 @@ Example (inside the service role, before the unit)::
 from __future__ import annotations
 
 import hashlib
+import os
 
 from pyinfra import host
 
@@ -31,6 +32,9 @@ KEY_OPERATION = f"Engine API key in {KEY_FILE}"
 def serve_api_key(profile: Profile) -> None:
     """The key file and the engine's key reader, when the profile's engine needs a key; nothing otherwise."""
     if not needs_api_key(profile):
+        if os.environ.get(CONTROLLER_VARIABLE) or host.data.get(HOST_DATA_FILE):
+            host.log(f"{CONTROLLER_VARIABLE} given, but the engine asks for no key (engine.host "
+                     f"{profile.engine.host}, engine.auth {profile.engine.auth.mode}): not used")
         return
     rig_secret_file(name=KEY_OPERATION, dest=KEY_FILE, variable=CONTROLLER_VARIABLE, show=SHOW_COMMAND,
                     local_file=host.data.get(HOST_DATA_FILE))

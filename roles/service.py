@@ -4,7 +4,8 @@ The unit runs ``docker run`` with the seed flags or the native launcher, one fla
 nccl role's env file, and restarts on failure. It is restarted when the unit, the env file, the image
 (or engine install) or the weights changed — once, whatever changed — and the role then waits for the
 health endpoint; when it does not answer, the wait names the known failures its journal shows
-(inventory/known-failures.yaml) with their fixes, prints the journal and fails the deploy.
+(inventory/known-failures.yaml) with their fixes, prints the journal and fails the deploy. The engine's API key
+and its reader are inputs too (roles/api_key.py).
 """
 
 from __future__ import annotations
