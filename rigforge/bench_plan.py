@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rigforge.api_key import KEY_FILE, needs_api_key
 from rigforge.bench.__main__ import EXIT_CHECKS_FAILED, EXIT_OK
 from rigforge.bench.config import config_from_dict
 from rigforge.engines import REMOTE_LIB_DIR, image_ref
@@ -178,6 +179,8 @@ def bench_config(profile: Profile, metadata: dict[str, Any], stop_on_wrong_outpu
         "repeats": bench.repeats,
         "stop_on_wrong_output": stop_on_wrong_output,
         "metadata": metadata,
+        # The client reads the key on the rig; it never travels in the config.
+        "api_key_file": KEY_FILE if needs_api_key(profile) else None,
     })
     return config.as_dict()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rigforge.api_key import KeyedCommandError, container_key_mounts, keyed_command, launcher_key_flag, needs_api_key
 from rigforge.profile import Profile
 from rigforge.profile.recipes import RIGFORGE_FLAGS
 from rigforge.remote.llama_launcher import LAUNCHER_FLAGS
@@ -150,6 +151,7 @@ def native_lines(profile: Profile) -> list[Line]:
         ["--parallel", str(native.parallel)],
         ["--ctx-size", str(native.context)],
         *flag_lines(profile.engine.flags),
+        *([launcher_key_flag()] if needs_api_key(profile) else []),
     ]
 
 
@@ -189,11 +191,20 @@ def container_lines(profile: Profile, name: str = CONTAINER_NAME,
 
 
 def docker_lines(profile: Profile) -> list[Line]:
-    """The engine's container: ``docker run`` flags, the image, the engine command and its flags."""
-    lines = container_lines(profile)
-    if profile.engine.command:
-        lines.append(list(profile.engine.command))
-    return lines + engine_lines(profile)
+    """The engine's container: ``docker run`` flags, the image, the engine command and its flags.
+
+    With an API key (rigforge/api_key.py) the key file and the entry script are mounted read-only, and the
+    entry runs the engine's module with the key.
+    """
+    keyed = needs_api_key(profile)
+    *lines, image = container_lines(profile)
+    lines += container_key_mounts(REMOTE_LIB_DIR) if keyed else []
+    command = list(profile.engine.command)
+    try:
+        command = keyed_command(command) if keyed else command
+    except KeyedCommandError as error:
+        raise EngineConfigError(str(error)) from None
+    return [*lines, image, *([command] if command else []), *engine_lines(profile)]
 
 
 def launch_command(profile: Profile) -> list[Line]:

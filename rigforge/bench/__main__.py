@@ -15,6 +15,7 @@ from typing import Any
 
 from rigforge.bench.config import ConfigError, load_config
 from rigforge.bench.runner import run_bench, summary_line
+from rigforge.bench.transport import ApiKeyError, use_api_key_file
 
 EXIT_OK, EXIT_UNUSABLE, EXIT_CHECKS_FAILED = 0, 1, 2
 
@@ -37,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
     except ConfigError as error:
         print(f"bench: bad config: {error}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    try:
+        if config.api_key_file:
+            use_api_key_file(config.api_key_file)
+    except ApiKeyError as error:
+        print(f"bench: {error}", file=sys.stderr)
         return EXIT_UNUSABLE
     result = run_bench(config)
     try:

@@ -24,7 +24,9 @@ class BenchConfig:
     streaming requests back-to-back for ``cell_seconds``, after ``warmup_requests`` unmeasured
     ones, each asking for exactly ``output_tokens`` tokens. Each cell is measured ``repeats`` times
     in a row so a comparison can see the run-to-run spread. ``metadata`` (profile, host,
-    engine, versions) is copied into the result untouched.
+    engine, versions) is copied into the result untouched. ``api_key_file`` names a file on the
+    machine running the client whose first line is the server's API key, sent as a bearer token:
+    the key itself is in neither the config nor the result.
     """
 
     base_url: str
@@ -40,6 +42,7 @@ class BenchConfig:
     # Measure no cell once a probe answered wrong (a recipe experiment: garbage output is not worth timing).
     stop_on_wrong_output: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    api_key_file: str | None = None
 
     @property
     def root_url(self) -> str:
@@ -94,6 +97,9 @@ def validate(config: BenchConfig) -> BenchConfig:
         raise ConfigError(f"stop_on_wrong_output must be true or false, got {config.stop_on_wrong_output!r}")
     if not isinstance(config.metadata, dict):
         raise ConfigError("metadata must be a JSON object")
+    if config.api_key_file is not None and not (isinstance(config.api_key_file, str)
+                                                and config.api_key_file.startswith("/")):
+        raise ConfigError(f"api_key_file must be an absolute path or null, got {config.api_key_file!r}")
     return config
 
 

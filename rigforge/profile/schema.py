@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
+from rigforge.profile.access import EngineAuth, EngineFlag
 from rigforge.profile.measuring import Bench, DriverUpdate
 from rigforge.profile.nccl_layout import check_graph_layout
 from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
-    CliFlag,
     CudaVersion,
     DriverVersion,
     EnvName,
@@ -187,12 +187,13 @@ class Engine(StrictModel):
     native: NativeServer | None = None
     docker: DockerRun | None = None
     command: list[SafeText]  # program the flags are given to
-    flags: dict[CliFlag, bool | int | float | SafeText | dict[str, Any]]
+    flags: dict[EngineFlag, bool | int | float | SafeText | dict[str, Any]]
     env: dict[EnvName, SafeText]
     host: Annotated[str, StringConstraints(pattern=r"^[0-9.]+$")]
     port: Port
     served_model_name: SafeText
     health_timeout_s: PositiveInt
+    auth: EngineAuth  # who may call the API (rigforge/profile/access.py)
     # Named overlays of this section (and the model checkpoint): rigforge/profile/recipes.py.
     recipes: dict[Name, Recipe] = {}
     # The recipe a rig runs unless told otherwise (``--data recipe=NAME``); None: this section as it is.

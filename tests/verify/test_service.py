@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from rigforge.api_key import bearer_header_command, needs_api_key
 from rigforge.engines import UNIT_NAME, health_url
 from rigforge.facts.service import EngineService, parse_service_state
 from rigforge.profile import Profile
@@ -29,5 +30,7 @@ def test_service_enabled_running_with_its_current_inputs(host) -> None:
 def test_health_and_served_model(host, profile: Profile) -> None:
     assert host.run(f"curl -fsS -o /dev/null --max-time 10 {health_url(profile)}").rc == 0
     models_url = health_url(profile).removesuffix("/health") + "/v1/models"
-    models = json.loads(host.check_output(f"curl -fsS --max-time 10 {models_url}"))
+    # With a key, it goes from the rig's key file through a pipe: never on a command line (rigforge/api_key.py).
+    key = f"{bearer_header_command()} | " if needs_api_key(profile) else ": | "
+    models = json.loads(host.check_output(f"{key}curl -fsS --max-time 10 -H @- {models_url}"))
     assert profile.engine.served_model_name in [model["id"] for model in models["data"]]
