@@ -33,7 +33,7 @@ from pathlib import Path
 from rigforge.sandbox import SandboxHost, SandboxState, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.hosts import wait_ready
-from tests.e2e.pyinfra_run import REPO_ROOT, pyinfra_command
+from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, parse_json_output, pyinfra_command
 
 HOLD_DIR = "/run/rigforge-hold"
 APT_PATH_CONF = "/etc/apt/apt.conf.d/00rigforge-test-hold"
@@ -98,13 +98,14 @@ def power_on(host: SandboxHost, state: SandboxState) -> None:
 
 
 def run_and_cut(inventory: Path, deploy: str, log: Path, host: SandboxHost, ready: Callable[[], bool],
-                timeout_s: float = 900, exit_timeout_s: float = 120) -> tuple[int, str]:
-    """Run ``deploy`` in the background, cut the host's power once ``ready()`` says the step is under way,
-    and return the run's exit status and output once it ended (it must end by itself: the rig went away)."""
+                timeout_s: float = 900, exit_timeout_s: float = 300) -> PyinfraResult:
+    """Run ``deploy`` (``-y --json``) in the background, cut ``host``'s power once ``ready()`` says the step is
+    under way, and return the run's result once it ended (it must end by itself: the rig went away)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    with log.open("w") as out:  # a file: a full pipe would stall pyinfra
-        run = subprocess.Popen(pyinfra_command(inventory, deploy), cwd=REPO_ROOT, env=env, stdout=out,
-                               stderr=subprocess.STDOUT)
+    command = pyinfra_command(inventory, deploy)
+    out = log.with_suffix(".json")
+    with log.open("w") as errors, out.open("w") as output:  # files: a full pipe would stall pyinfra
+        run = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=output, stderr=errors)
     try:
         deadline = time.monotonic() + timeout_s
         while not ready():
@@ -117,4 +118,6 @@ def run_and_cut(inventory: Path, deploy: str, log: Path, host: SandboxHost, read
         if run.poll() is None:
             run.kill()
             run.wait()
-    return returncode, log.read_text()
+    stdout = out.read_text()
+    data = parse_json_output(stdout)
+    return PyinfraResult(command, returncode, stdout, log.read_text(), data, (data or {}).get("plan") or [])

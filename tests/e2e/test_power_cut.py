@@ -11,8 +11,9 @@ The tests share one host and run in file order; a failed step skips the rest:
 1. the owner's ``apt-get install jq``, cut inside jq's unpack: the deploy stops with one line naming jq and
    the fix, before any change (packages and /etc compared); the fix, as the line gives it, works;
 2. rigforge's own install of the base packages, cut inside the unpack of python3-distutils (a dependency of
-   python3-venv): the cut run ends with the one lost-connection line and no traceback; the same command
-   finishes python3-distutils by itself (one line), converges, and a dry run then plans nothing.
+   python3-venv), in a run of two rigs: the cut rig gets the one lost-connection line and no traceback, the
+   other rig finishes the deploy, the run exits non-zero; the same command then finishes python3-distutils
+   by itself (one line), converges, and a dry run plans nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ OWNERS = "jq"
 class Rig:
     sandbox: Sandbox
     host: SandboxHost
+    bystander: SandboxHost  # another rig of the same run, never cut
     inventory: Path
     tmp: Path
     done: list[str] = field(default_factory=list)
@@ -73,13 +75,15 @@ class Rig:
 @pytest.fixture(scope="module")
 def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     tmp = tmp_path_factory.mktemp("powercut")
-    host = sandbox.fresh_host("powercut")
-    yield Rig(sandbox, host, sandbox.write_inventory(tmp / "inventory.py", [host], "sandbox"), tmp)
+    host, bystander = sandbox.fresh_host("powercut"), sandbox.fresh_host("bystander")
+    yield Rig(sandbox, host, bystander, sandbox.write_inventory(tmp / "inventory.py", [host], "sandbox"), tmp)
     remove_holds(host, "dpkg-deb")
 
 
 def lines(output: str, name: str) -> list[str]:
-    return [ANSI.sub("", line).strip() for line in output.splitlines() if f"[{name}]" in line]
+    """``name``'s lines of pyinfra's output, without colours or the padding that aligns several hosts' names."""
+    return [re.sub(r"^(\[[^]]+\])\s+", r"\1 ", ANSI.sub("", line).strip())
+            for line in output.splitlines() if f"[{name}]" in line]
 
 
 def test_an_owners_package_cut_in_its_unpack_stops_the_deploy_with_the_fix(rig: Rig) -> None:
@@ -111,13 +115,17 @@ def test_an_owners_package_cut_in_its_unpack_stops_the_deploy_with_the_fix(rig: 
 def test_rigforges_own_install_cut_in_an_unpack_is_finished_by_the_same_command(rig: Rig) -> None:
     rig.require("owner")
     arm_hold(rig.host, "dpkg-deb", unpack_of(OURS))
-    returncode, output = run_and_cut(rig.inventory, DEPLOY, rig.tmp / "cut.log", rig.host,
-                                     lambda: bool(held(rig.host, "dpkg-deb")))
-    said = lines(output, rig.host.name)
-    lost = [line for line in said if "connection lost" in line]
+    both = rig.sandbox.write_inventory(rig.tmp / "both.py", [rig.host, rig.bystander], "sandbox")
+    cut = run_and_cut(both, DEPLOY, rig.tmp / "cut.log", rig.host, lambda: bool(held(rig.host, "dpkg-deb")))
+    output = cut.stderr
+    lost = [line for line in lines(output, rig.host.name) if "connection lost" in line]
     print("\n".join(lost))  # with -s: the README quotes it
-    assert returncode != 0
+    assert cut.returncode != 0
     assert len(lost) == 1, output[-4000:]
+    # The other rig went on to the end of the deploy.
+    assert (cut.data or {}).get("results", {}).get("failed_hosts") == [rig.host.name], output[-4000:]
+    assert exec_in(rig.bystander, f"test -e {LOCK_PATH}").returncode != 0
+    assert "ii " in exec_in(rig.bystander, "dpkg-query -W -f='${db:Status-Abbrev}' python3-venv").stdout
     prefix = f"[{rig.host.name}] " + lost_line("Host layer | Base | Install base packages", 0).split(" after ")[0]
     assert lost[0].startswith(prefix + " after "), lost[0]
     assert lost[0].endswith("the rig went away (power, network or reboot); run the same deploy again — it resumes")
