@@ -14,7 +14,8 @@ from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 
-from rigforge.operations.apt_busy import apt_get, apt_install, before_apt, profile_lock_wait
+from rigforge.operations.apt_busy import apt_get, apt_install, profile_lock_wait
+from rigforge.operations.dpkg_repair import before_apt
 from rigforge.operations.followup import changed_this_run
 
 

@@ -23,13 +23,8 @@ The loop's lines reach the terminal as they come, at any verbosity (pyinfra show
 with ``-vvv`` or after it failed): the command is run with live output, and when it fails its output is
 not printed a second time.
 
-**dpkg unfinished.** Before the first install of a run, when ``DpkgUnfinished`` finds packages
-dpkg left unpacked or half-configured (or a journal of a cut-off run), ``dpkg --configure -a`` finishes
-them, keeping the owner's configuration files (``--force-confdef --force-confold``), and the run says
-which. A half-installed package (its files in an unknown state) cannot be finished that way: when the record
-of rigforge's own transaction that was cut short names it (``AptTransactionRecord``, read only then), the run
-says so in one line and reinstalls it at the recorded version after ``dpkg --configure -a`` (or finishes the
-purge it was in); any other one is the owner's, and it stops the host before any change, with the fix.
+**dpkg unfinished** (rigforge/operations/dpkg_repair.py, whose ``before_apt`` every apt operation of
+rigforge's yields first: this lock wait, then the repair).
 """
 
 from __future__ import annotations
@@ -37,20 +32,13 @@ from __future__ import annotations
 import math
 import shlex
 from typing import Any
-from weakref import WeakKeyDictionary
 
-from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, OperationError, QuoteString, StringCommand
-from pyinfra.api.host import Host
+from pyinfra.api import QuoteString, StringCommand
 from pyinfra.connectors.util import CommandOutput
-from pyinfra.context import ctx_host
 
 from rigforge.context import current_profile
-from rigforge.facts.apt_transaction import TRANSACTION_RECORD, AptTransaction, AptTransactionRecord, RecordedPackage
-from rigforge.facts.dpkg_state import DpkgState, DpkgUnfinished, UnfinishedPackage
-from rigforge.operations.apt_record import forget_command, recorded
+from rigforge.operations.apt_record import recorded
 from rigforge.operations.docker import LiveOutputCommand
-from rigforge.operations.secure_boot import log_refusal
 
 #: Lock files apt and dpkg take with fcntl: install, download, list update.
 LOCK_FILES = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock", "/var/cache/apt/archives/lock",
@@ -60,10 +48,6 @@ REPORT_EVERY_S = 30
 POLL_S = 2
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
 CONFIGURE_ALL = "dpkg --force-confdef --force-confold --configure -a"
-
-# Per host (a Host object lives for one run): the operation that finishes dpkg's leftovers, the first install.
-# pyinfra runs an operation's body twice, to plan and to execute: the same operation gets the repair both times.
-_repair_op: WeakKeyDictionary[Host, str | None] = WeakKeyDictionary()
 
 
 class LiveCommand(LiveOutputCommand):
@@ -168,127 +152,3 @@ def apt_mark(*arguments: str) -> StringCommand:
 def profile_lock_wait() -> float:
     """The current host's ``apt.lock_wait_minutes``."""
     return current_profile().apt.lock_wait_minutes
-
-
-def _unfinished(packages: list[UnfinishedPackage] | tuple[UnfinishedPackage, ...]) -> str:
-    return ", ".join(package.describe() for package in packages)
-
-
-def _ours(found: DpkgState, record: AptTransaction | None) -> list[tuple[UnfinishedPackage, RecordedPackage]]:
-    """The packages dpkg cannot finish that rigforge's own transaction, cut short, was handling."""
-    if record is None:
-        return []
-    return [(package, mine) for package in found.needs_reinstall if (mine := record.find(package.name))]
-
-
-def _finishing(ours: list[tuple[UnfinishedPackage, RecordedPackage]],
-               minutes: float) -> list[tuple[str, list[StringCommand]]]:
-    """What finishes rigforge's own half-done packages, as said and as commands: the removal they were in
-    (dpkg's own, forced past the reinstall-required flag: apt refuses to remove such a package), then a
-    reinstall at the recorded version, itself recorded. Checked on a sandbox host (dpkg 1.21.22, apt 2.6.1)."""
-    steps: list[tuple[str, list[StringCommand]]] = []
-    for action, flag in (("remove", "--remove"), ("purge", "--purge")):
-        names = [package.name for package, mine in ours if mine.action == action]
-        if names:
-            command = StringCommand(APT_ENV, "dpkg", "--force-remove-reinstreq", flag, *names)
-            steps.append((f"dpkg --force-remove-reinstreq {flag} {' '.join(names)}", [command]))
-    reinstall = [f"{package.name}={mine.version}" for package, mine in ours if mine.action == "install"]
-    if reinstall:
-        arguments = install_arguments(*reinstall, extra=("--reinstall",))
-        steps.append((f"apt-get install --reinstall {' '.join(reinstall)}",
-                      recorded(arguments, apt_get(*arguments, minutes=minutes))))
-    elif steps:
-        steps[-1][1].append(forget_command())
-    return steps
-
-
-def repair_line(found: DpkgState, record: AptTransaction | None = None) -> str:
-    """What the run says before it finishes what dpkg left (pure)."""
-    ours = _ours(found, record)
-    configurable = [package for package in found.packages if package.configurable]
-    journal = " (and dpkg's journal of an interrupted run)" if configurable and found.journal_pending else ""
-    if not ours:
-        left = f"{_unfinished(configurable)} left unfinished" if configurable else "an interrupted dpkg run"
-        return f"dpkg: {left}{journal}; finishing with {CONFIGURE_ALL} before installing"
-    started = f", started {record.started}" if record and record.started else ""
-    also = f"; also left unfinished: {_unfinished(configurable)}{journal}" if configurable else ""
-    then = ", then ".join(said for said, _ in _finishing(ours, 0))
-    return (f"dpkg: rigforge's own apt transaction was cut short ({TRANSACTION_RECORD}{started}): "
-            f"{_unfinished([package for package, _ in ours])}{also}; finishing it: {CONFIGURE_ALL}, then {then}")
-
-
-def reinstall_line(found: DpkgState, record: AptTransaction | None = None) -> str:
-    """Why the host stops when dpkg left a package of the owner's it cannot finish, with the fix (pure)."""
-    mine = {package.name for package, _ in _ours(found, record)}
-    broken = [package for package in found.needs_reinstall if package.name not in mine]
-    names = " ".join(package.name for package in broken)
-    # apt refuses any install while dpkg's journal is pending or a package is left unpacked: configure first.
-    first = "dpkg --configure -a, then " if found.needs_configure else ""
-    # apt cannot remove a package marked reinstall-required; dpkg can, when told to (checked, dpkg 1.21.22).
-    return (f"dpkg left {_unfinished(broken)}: dpkg --configure -a cannot finish it and it is not a package "
-            f"rigforge was installing (rigforge reinstalls only its own, recorded in {TRANSACTION_RECORD}); "
-            f"nothing changed; fix: {first}apt-get install --reinstall {names} (or, to remove it: "
-            f"dpkg --remove --force-remove-reinstreq {names}), then run again")
-
-
-def dpkg_repair(found: DpkgState, record: AptTransaction | None = None,
-                minutes: float = 10) -> list[StringCommand]:
-    """The commands that finish what dpkg left (none when nothing); OperationError when a package dpkg cannot
-    finish is the owner's (pure).
-
-    + found: what dpkg left unfinished
-    + record: rigforge's own transaction that was cut short (read only when dpkg shows such a package)
-    + minutes: apt's lock wait bound, for the reinstall
-    """
-    ours = _ours(found, record)
-    if len(ours) < len(found.needs_reinstall):
-        raise OperationError(reinstall_line(found, record))
-    if not found.needs_configure and not ours:
-        return []
-    line = repair_line(found, record)
-    commands: list[StringCommand] = [
-        LiveCommand("sh", "-c", QuoteString(f"echo {shlex.quote(line)}; {APT_ENV} {CONFIGURE_ALL}"))]
-    for _, finishing in _finishing(ours, minutes):
-        commands += finishing
-    return commands
-
-
-def refusal(line: str) -> list[StringCommand]:
-    """The one command of an apt operation that must stop its host with ``line`` before any change. A dry
-    run never executes it: there the line is said while planning and the host counted as failed."""
-    if not state.is_executing:
-        host.log_styled(line, fg="red", log_func=logger.error)
-        state.failed_hosts.add(ctx_host.get())
-    return [FunctionCommand(log_refusal, (line,), {})]
-
-
-def before_apt(minutes: float | None = None, installs: bool = True) -> list[StringCommand]:
-    """The commands an apt operation with something to do yields before its own: the lock wait, then, once
-    per host and run and only before an install, the repair of what dpkg left unfinished.
-
-    Decided in full before the first command is yielded (a list, not a generator): pyinfra's dry run runs
-    an operation only up to its first command, and the repair, its line and a refusal must show there.
-
-    + minutes: the lock wait bound; None: the profile's ``apt.lock_wait_minutes``
-    + installs: the operation installs packages (not only ``apt-get update`` or ``apt-mark``)
-    """
-    bound = profile_lock_wait() if minutes is None else minutes
-    commands = [lock_wait(bound)]
-    if not installs:
-        return commands
-    this_host, this_op = ctx_host.get(), host.current_op_hash
-    chosen = _repair_op.setdefault(this_host, None)
-    if chosen not in (None, this_op):
-        return commands
-    found = host.get_fact(DpkgUnfinished)
-    # The record of rigforge's own transaction is read only when dpkg shows a package it cannot finish.
-    record = host.get_fact(AptTransactionRecord) if found.needs_reinstall else None
-    try:
-        repair = dpkg_repair(found, record, bound)
-    except OperationError as refused:  # the owner's package: stop here, before the lock wait or any change
-        return refusal(str(refused))
-    if repair:
-        _repair_op[this_host] = this_op
-        if not state.is_executing:  # while executing, the command itself says it
-            host.log(repair_line(found, record))
-    return commands + repair

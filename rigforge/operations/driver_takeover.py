@@ -26,8 +26,9 @@ from pyinfra.context import ctx_host
 from rigforge.checks.driver_takeover import REFUSE, REPLACE, SWITCH, DriverPlan, plan_driver, read_driver_found
 from rigforge.facts.apt_simulation import AptPurgeSimulation
 from rigforge.facts.installed import REPLACED_RECORD
-from rigforge.operations.apt_busy import apt_get, before_apt
+from rigforge.operations.apt_busy import apt_get
 from rigforge.operations.apt_record import recorded
+from rigforge.operations.dpkg_repair import before_apt
 from rigforge.operations.secure_boot import NOTHING_CHANGED, log_refusal
 from rigforge.profile import Profile
 

@@ -47,8 +47,9 @@ from rigforge.facts.packages import (
     upstream_version,
 )
 from rigforge.operations.apt import lists_refreshed
-from rigforge.operations.apt_busy import apt_get, apt_mark, before_apt, install_arguments, profile_lock_wait
+from rigforge.operations.apt_busy import apt_get, apt_mark, install_arguments, profile_lock_wait
 from rigforge.operations.apt_record import recorded
+from rigforge.operations.dpkg_repair import before_apt
 
 #: Debian/Ubuntu releases NVIDIA publishes a CUDA repository for: (os-release ID, VERSION_ID) -> name.
 CUDA_REPO_DISTROS: dict[tuple[str, str], str] = {

@@ -83,9 +83,12 @@ def remove_holds(host: SandboxHost, *programs: str) -> None:
 
 
 def power_cut(host: SandboxHost) -> None:
-    """SIGKILL every process of the host at once (``docker kill``), as a power cut would."""
-    docker("kill", "--signal", "KILL", host.container)
+    """SIGKILL every process of the host at once (``docker kill``), as a power cut would. A host caught
+    between its own stop and Docker starting it again (a reboot) is cut as soon as it runs again."""
     deadline = time.monotonic() + 60
+    while docker("kill", "--signal", "KILL", host.container, check=False).returncode != 0:
+        assert time.monotonic() < deadline, f"{host.name} could not be killed"
+        time.sleep(0.1)
     while docker("inspect", "-f", "{{.State.Running}}", host.container).stdout.strip() != "false":
         assert time.monotonic() < deadline, f"{host.name} still runs after docker kill"
         time.sleep(0.2)
@@ -97,10 +100,11 @@ def power_on(host: SandboxHost, state: SandboxState) -> None:
     wait_ready(host, state)
 
 
-def run_and_cut(inventory: Path, deploy: str, log: Path, host: SandboxHost, ready: Callable[[], bool],
-                timeout_s: float = 900, exit_timeout_s: float = 300) -> PyinfraResult:
-    """Run ``deploy`` (``-y --json``) in the background, cut ``host``'s power once ``ready()`` says the step is
-    under way, and return the run's result once it ended (it must end by itself: the rig went away)."""
+def run_and_cut(inventory: Path, deploy: str, log: Path, ready: Callable[[], bool], cut: Callable[[], None],
+                timeout_s: float = 900, exit_timeout_s: float = 600) -> PyinfraResult:
+    """Run ``deploy`` (``-y --json``) in the background, call ``cut`` once ``ready()`` says the step is under way
+    (``power_cut``, and perhaps ``power_on`` while the run waits for the host), and return the run's result
+    once it ended."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     command = pyinfra_command(inventory, deploy)
     out = log.with_suffix(".json")
@@ -112,7 +116,7 @@ def run_and_cut(inventory: Path, deploy: str, log: Path, host: SandboxHost, read
             assert run.poll() is None, f"the deploy ended before the step under test:\n{log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"the step under test never started:\n{log.read_text()[-3000:]}"
             time.sleep(0.3)
-        power_cut(host)
+        cut()
         returncode = run.wait(timeout=exit_timeout_s)
     finally:
         if run.poll() is None:

@@ -1,4 +1,4 @@
-"""apt busy and dpkg unfinished (rigforge/operations/apt_busy.py, rigforge/facts/dpkg_state.py).
+"""apt busy and dpkg unfinished (rigforge/operations/apt_busy.py, dpkg_repair.py, rigforge/facts/dpkg_state.py).
 
 The lock wait is run for real on this machine with ``sh``: a real process holds a real fcntl lock (as
 unattended-upgrades does) on files in a temporary folder, read back through the real /proc/locks. The
@@ -22,14 +22,8 @@ from pyinfra.facts.deb import DebPackages
 from rigforge.facts.dpkg_state import DpkgState, DpkgUnfinished, UnfinishedPackage, parse_dpkg_state
 from rigforge.facts.packages import DpkgPackages, InstalledPackage
 from rigforge.operations import apt, nvidia_apt
-from rigforge.operations.apt_busy import (
-    CONFIGURE_ALL,
-    LiveCommand,
-    dpkg_repair,
-    lock_wait_script,
-    reinstall_line,
-    repair_line,
-)
+from rigforge.operations.apt_busy import CONFIGURE_ALL, LiveCommand, lock_wait_script
+from rigforge.operations.dpkg_repair import dpkg_repair, reinstall_line, repair_line
 from rigforge.profile.loader import ProfileError, load_profile
 from tests.support_apt import commands
 

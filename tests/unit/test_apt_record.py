@@ -29,8 +29,9 @@ from rigforge.facts.apt_transaction import (
 from rigforge.facts.dpkg_state import DpkgUnfinished, parse_dpkg_state
 from rigforge.facts.packages import DpkgPackages, InstalledPackage
 from rigforge.operations import apt, nvidia_apt
-from rigforge.operations.apt_busy import CONFIGURE_ALL, dpkg_repair, reinstall_line, repair_line
+from rigforge.operations.apt_busy import CONFIGURE_ALL
 from rigforge.operations.apt_record import SIMULATION_TO_RECORD, record_script
+from rigforge.operations.dpkg_repair import dpkg_repair, reinstall_line, repair_line
 from tests.support_apt import commands
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "host" / "power-cut"
@@ -121,20 +122,26 @@ def test_the_driver_install_is_recorded_before_and_forgotten_after(planning: tup
 
 # --- read after a cut ---
 
-def test_rigforges_own_half_installed_package_is_reinstalled_at_the_recorded_version() -> None:
+def test_rigforges_own_transaction_cut_short_is_run_again_at_the_recorded_versions() -> None:
     found, record = dpkg_left("rigforge-cut"), record_of("rigforge-cut")
-    configure, write, reinstall, forget = (command.get_raw_value() for command in dpkg_repair(found, record, 10))
-    line = repair_line(found, record)
-    assert line == (
+    configure, write, install, forget = (command.get_raw_value() for command in dpkg_repair(found, record, 10))
+    assert repair_line(found, record) == (
         "dpkg: rigforge's own apt transaction was cut short (/var/lib/rigforge/apt-transaction, started "
-        "2026-11-25T16:58:36Z): python3-distutils (half-installed, reinstall required); also left unfinished: "
-        "libc-bin (triggers-pending), libnuma1:amd64 (unpacked), numactl (unpacked), python3-lib2to3 (unpacked) "
+        "2026-11-25T16:58:36Z): libnuma1:amd64 (unpacked), numactl (unpacked), python3-distutils (half-installed, "
+        "reinstall required), python3-lib2to3 (unpacked); also left unfinished: libc-bin (triggers-pending) "
         "(and dpkg's journal of an interrupted run); finishing it: dpkg --force-confdef --force-confold "
-        "--configure -a, then apt-get install --reinstall python3-distutils=3.11.2-3")
-    assert CONFIGURE_ALL in configure and "echo" in configure
-    assert "--reinstall python3-distutils=3.11.2-3" in write  # the reinstall is itself recorded
-    assert reinstall == ("DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "
-                         "--no-install-recommends --no-remove --reinstall python3-distutils=3.11.2-3")
+        "--configure -a, then the same transaction again: apt-get install of its 8 packages at the recorded "
+        "versions (reinstalls python3-distutils=3.11.2-3)")
+    # What --configure -a cannot finish waits for the transaction run again right after it.
+    assert configure.endswith(f"{CONFIGURE_ALL} || true'")
+    # The same transaction, recorded again: apt reinstalls the half-installed package (checked on a sandbox host:
+    # dpkg's log shows "upgrade python3-distutils:all 3.11.2-3 3.11.2-3") and completes the unpacked ones.
+    pins = ("libnuma1=2.0.16-1 numactl=2.0.16-1 python3-lib2to3=3.11.2-3 python3-distutils=3.11.2-3 "
+            "python3-pip-whl=23.0.1+dfsg-1 python3-setuptools-whl=66.1.1-1+deb12u2 python3.11-venv=3.11.2-6+deb12u8 "
+            "python3-venv=3.11.2-1+b1")
+    assert install == ("DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "
+                       f"--no-install-recommends --no-remove {pins}")
+    assert f"--no-remove {pins}" in write
     assert forget == FORGET
 
 
@@ -168,24 +175,22 @@ def test_a_purge_cut_short_is_finished_by_dpkg() -> None:
         "--purge rigforge-cut-removal")
 
 
-def test_the_record_is_read_only_when_dpkg_shows_a_package_it_cannot_finish(
-        planning: tuple[State, Host, dict]) -> None:
+def test_the_record_is_read_only_when_dpkg_shows_unfinished_packages(planning: tuple[State, Host, dict]) -> None:
     state, host, facts = planning
     facts[DebPackages] = {"curl": {"7.88.1-10"}}
     apt.packages(name="Converged", packages=["curl"])
     assert facts["read"] == [DebPackages]  # a converged host: neither dpkg's state nor the record
-    facts[DpkgUnfinished] = parse_dpkg_state("numactl unpacked ok\n## journal\n0000\n")
-    apt.packages(name="Something to do, dpkg can finish the rest", packages=["numactl"])
-    assert AptTransactionRecord not in facts["read"]
+    apt.packages(name="Something to do on a clean dpkg", packages=["numactl"])
+    assert facts["read"] == [DebPackages, DebPackages, DpkgUnfinished]
 
 
-def test_after_a_cut_the_first_install_finishes_rigforges_own_package(planning: tuple[State, Host, dict]) -> None:
+def test_after_a_cut_the_first_install_finishes_rigforges_own_transaction(planning: tuple[State, Host, dict]) -> None:
     state, host, facts = planning
     facts[DpkgUnfinished], facts[AptTransactionRecord] = dpkg_left("rigforge-cut"), record_of("rigforge-cut")
     apt.packages(name="Install base packages", packages=["numactl", "python3-venv"])
     assert facts["read"] == [DebPackages, DpkgUnfinished, AptTransactionRecord]
     state.is_executing = True
     (planned,) = commands(state, host)
-    assert [command for command in planned if "--reinstall python3-distutils=3.11.2-3" in command
-            and command.startswith("DEBIAN_FRONTEND")]
+    again = [command for command in planned if command.startswith("DEBIAN_FRONTEND") and "distutils=" in command]
+    assert len(again) == 1 and "python3-distutils=3.11.2-3" in again[0]
     assert planned[-2].endswith("install -y -qq --no-install-recommends --no-remove numactl python3-venv")
