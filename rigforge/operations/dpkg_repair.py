@@ -72,7 +72,8 @@ def _finishing(found: DpkgState, record: AptTransaction, minutes: float) -> list
     pins = [f"{name}={mine.version}" for name, mine in record.packages.items() if mine.action == "install"]
     if pins:
         again = [pin for pin in pins if pin.split("=", 1)[0] in reinstall]
-        arguments = install_arguments(*pins)
+        # The recorded versions exactly, as the transaction asked for them (a rollback's were lower).
+        arguments = install_arguments(*pins, extra=("--allow-downgrades",))
         said = (f"the same transaction again: apt-get install of its {len(pins)} package{'s' if len(pins) > 1 else ''} "
                 f"at the recorded versions" + (f" (reinstalls {', '.join(again)})" if again else ""))
         steps.append((said, recorded(arguments, apt_get(*arguments, minutes=minutes))))

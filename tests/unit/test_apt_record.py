@@ -140,8 +140,8 @@ def test_rigforges_own_transaction_cut_short_is_run_again_at_the_recorded_versio
             "python3-pip-whl=23.0.1+dfsg-1 python3-setuptools-whl=66.1.1-1+deb12u2 python3.11-venv=3.11.2-6+deb12u8 "
             "python3-venv=3.11.2-1+b1")
     assert install == ("DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "
-                       f"--no-install-recommends --no-remove {pins}")
-    assert f"--no-remove {pins}" in write
+                       f"--no-install-recommends --no-remove --allow-downgrades {pins}")
+    assert f"--no-remove --allow-downgrades {pins}" in write
     assert forget == FORGET
 
 
