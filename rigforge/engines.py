@@ -69,6 +69,18 @@ def environment_lines(env: dict[str, str]) -> list[str]:
             for key, value in env.items()]
 
 
+def engine_env_file_variables(profile: Profile) -> dict[str, str]:
+    """What the nccl role writes to ``ENGINE_ENV_FILE``: the rig's ``nccl.env``, and ``NCCL_GRAPH_FILE`` when the
+    graph XML is on. The engine's own ``engine.env`` (its recipe's) is not there: a container gets it with
+    ``docker run -e`` after ``--env-file``, so it wins for that engine alone."""
+    if profile.nccl is None:
+        return {}
+    variables = dict(profile.nccl.env)
+    if profile.nccl.graph_xml:
+        variables["NCCL_GRAPH_FILE"] = profile.nccl.graph_path
+    return variables
+
+
 def image_ref(profile: Profile) -> str | None:
     """The image the service runs (None for a native engine).
 

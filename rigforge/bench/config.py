@@ -37,6 +37,8 @@ class BenchConfig:
     warmup_requests: int = 2
     request_timeout_s: float = 300.0
     repeats: int = 1
+    # Measure no cell once a probe answered wrong (a recipe experiment: garbage output is not worth timing).
+    stop_on_wrong_output: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -88,6 +90,8 @@ def validate(config: BenchConfig) -> BenchConfig:
         raise ConfigError(f"repeats must be an integer >= 1, got {config.repeats!r}")
     if not config.request_timeout_s > 0:
         raise ConfigError(f"request_timeout_s must be > 0, got {config.request_timeout_s!r}")
+    if not isinstance(config.stop_on_wrong_output, bool):
+        raise ConfigError(f"stop_on_wrong_output must be true or false, got {config.stop_on_wrong_output!r}")
     if not isinstance(config.metadata, dict):
         raise ConfigError("metadata must be a JSON object")
     return config

@@ -109,7 +109,8 @@ def run_bench(config: BenchConfig, progress: TextIO = sys.stderr) -> dict[str, A
     has_tokenizer = count_tokens(config, "probe") is not None
     result["server"] = {"models": models, "tokenize_endpoint": has_tokenizer}
     cells: list[dict[str, Any]] = []
-    for input_tokens in config.input_tokens:
+    wrong = config.stop_on_wrong_output and not all(probe.passed for probe in probes)
+    for input_tokens in [] if wrong else config.input_tokens:
 
         def calibrate(prompt: str) -> Any:
             return send(config, prompt, 1, True, time.perf_counter())

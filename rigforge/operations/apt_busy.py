@@ -36,7 +36,7 @@ from typing import Any
 from pyinfra.api import QuoteString, StringCommand
 from pyinfra.connectors.util import CommandOutput
 
-from rigforge.context import current_profile
+from rigforge.context import base_profile
 from rigforge.operations.apt_record import recorded
 from rigforge.operations.docker import LiveOutputCommand
 
@@ -151,4 +151,4 @@ def apt_mark(*arguments: str) -> StringCommand:
 
 def profile_lock_wait() -> float:
     """The current host's ``apt.lock_wait_minutes``."""
-    return current_profile().apt.lock_wait_minutes
+    return base_profile().apt.lock_wait_minutes

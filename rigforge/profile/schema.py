@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from rigforge.profile.measuring import Bench, DriverUpdate
+from rigforge.profile.recipes import Recipe, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
     CliFlag,
@@ -191,6 +192,10 @@ class Engine(StrictModel):
     port: Port
     served_model_name: SafeText
     health_timeout_s: PositiveInt
+    # Named overlays of this section (and the model checkpoint): rigforge/profile/recipes.py.
+    recipes: dict[Name, Recipe] = {}
+    # The recipe a rig runs unless told otherwise (``--data recipe=NAME``); None: this section as it is.
+    recipe: Name | None = None
 
     @model_validator(mode="after")
     def _one_way_to_run(self) -> Engine:
@@ -199,6 +204,26 @@ class Engine(StrictModel):
             raise ValueError(f"set exactly one of image, build, native (got: {', '.join(ways) or 'none'})")
         if self.native is None and self.docker is None:
             raise ValueError("container engines need a docker section")
+        return self
+
+    @model_validator(mode="after")
+    def _recipe_is_known(self) -> Engine:
+        if self.recipe is not None and self.recipe not in self.recipes:
+            known = ", ".join(self.recipes) or "none defined"
+            raise ValueError(f"recipe {self.recipe!r} is not one of engine.recipes ({known})")
+        if self.recipes and self.recipe is None:
+            raise ValueError(f"engine.recipe must name the default among engine.recipes ({', '.join(self.recipes)})")
+        return self
+
+    @model_validator(mode="after")
+    def _each_option_once(self) -> Engine:
+        words = [word for word in self.command if word.startswith("--")]
+        twice = same_option([*words, *self.flags])
+        if twice is not None:
+            first, second = twice
+            where = "engine.command and engine.flags" if first in words else "engine.flags"
+            raise ValueError(f"{first} and {second} in {where} name the same option (the engine keeps the last "
+                             "one given): keep one")
         return self
 
 
@@ -270,6 +295,28 @@ class Profile(StrictModel):
     @property
     def has_gpus(self) -> bool:
         return self.gpus is not None
+
+    def with_recipe(self, name: str | None) -> Profile:
+        """This profile with the recipe ``name`` laid over its engine and model (rigforge/profile/recipes.py).
+
+        + name: one of ``engine.recipes``; None: the profile's default recipe (``engine.recipe``)
+
+        Example: ``load_profile("4x-threadripper").with_recipe("marlin").engine.flags``
+        """
+        name = name or self.engine.recipe
+        if name is None:
+            return self
+        if name not in self.engine.recipes:
+            raise ValueError(f"no recipe {name!r} in profile {self.name} (engine.recipes: "
+                             f"{', '.join(self.engine.recipes) or 'none'})")
+        data = self.model_dump(mode="json")
+        engine, model = overlay_data(data["engine"], data["model"], self.engine.recipes[name])
+        return Profile.model_validate({**data, "engine": {**engine, "recipe": name}, "model": model})
+
+    @property
+    def recipe_names(self) -> list[str]:
+        """The profile's recipes, its default first."""
+        return sorted(self.engine.recipes, key=lambda name: name != self.engine.recipe)
 
 
 def _reject_duplicates(names: list[str], what: str) -> None:

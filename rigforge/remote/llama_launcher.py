@@ -32,6 +32,7 @@ LAUNCHER_FLAGS: dict[str, tuple[str, type]] = {
     "--metrics": ("endpoint_metrics", bool),
     "--slots": ("endpoint_slots", bool),
     "--no-warmup": ("warmup", bool),
+    "--rope-freq-base": ("rope_freq_base", float),
 }
 
 #: Boolean flags that switch a default off rather than on.

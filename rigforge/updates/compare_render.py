@@ -8,8 +8,8 @@ from typing import Any
 from rigforge.updates.comparison import METRICS, Comparison
 
 DASH = "–"
-VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "image", "engine_package", "model_revision",
-                "profile_hash")
+VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "recipe", "image", "engine_package",
+                "model_revision", "profile_hash")
 HEADER = "| C | in | metric | before | after | change | noise | tolerance | verdict |"
 
 

@@ -98,7 +98,7 @@ def test_graph_xml_is_mounted_only_when_the_profile_uses_it() -> None:
 
 def test_image_comes_from_the_profile_or_its_content_hashed_build() -> None:
     assert image_ref(load_profile("sandbox")) is None
-    published = load_profile("2x-pix", {"engine": {"build": None, "image": "voipmonitor/sglang:cu130"}})
+    published = load_profile("8x-turin", {"engine": {"build": None, "image": "voipmonitor/sglang:cu130"}})
     assert image_ref(published) == "voipmonitor/sglang:cu130"
     built = image_ref(load_profile("2x-pix"))
     assert built is not None and re.fullmatch(r"rigforge/sglang:[0-9a-f]{16}", built)
