@@ -35,7 +35,7 @@ FRAME = {
     "-v <model.path>": "the checkpoint rigforge fetched, mounted read-only at the same path",
     f"--mount {CONTAINER_KEY_FILE}": "the engine's API key file, read-only (engine.auth: never argv or environment)",
     f"--mount {CONTAINER_ENTRY}": "the entry that hands the engine its API key inside the process (rigforge/api_key.py)",
-    "api-key entry": f"the engine's module runs through {CONTAINER_ENTRY} (python3 ENTRY --api-key-file F -m MODULE)",
+    "api-key entry": f"the engine's module runs through {CONTAINER_ENTRY} (python3 ENTRY --api-key-file F -m M)",
 }
 #: docker run options that take a value (``--opt value`` or ``--opt=value``); the others are bare.
 DOCKER_VALUED = {"--gpus", "--ipc", "--shm-size", "--network", "--net", "--ulimit", "-v", "--volume", "-e", "--env",
