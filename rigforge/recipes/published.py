@@ -34,7 +34,7 @@ FRAME = {
     "--env-file": f"the rig's NCCL variables come from {ENGINE_ENV_FILE} (counted in the environment here)",
     "-v <model.path>": "the checkpoint rigforge fetched, mounted read-only at the same path",
     f"--mount {CONTAINER_KEY_FILE}": "the engine's API key file, read-only (engine.auth: never argv or environment)",
-    f"--mount {CONTAINER_ENTRY}": "the entry that hands the engine its API key inside the process (rigforge/api_key.py)",
+    f"--mount {CONTAINER_ENTRY}": "the entry that hands the engine its API key inside its process (api_key.py)",
     "api-key entry": f"the engine's module runs through {CONTAINER_ENTRY} (python3 ENTRY --api-key-file F -m M)",
 }
 #: docker run options that take a value (``--opt value`` or ``--opt=value``); the others are bare.
