@@ -38,6 +38,7 @@ from pyinfra.api.state import State
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files
 
+from rigforge.bench.config import config_from_dict
 from rigforge.bench_plan import (
     HOST_RESULTS_DIR,
     RESULT_WRITTEN,
@@ -154,7 +155,7 @@ def run_smoke_benchmark(
     if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
         host.log(f"bench: could not write {paths.config}", logger.error)
         return False
-    cells = len(config["concurrency"]) * len(config["input_tokens"])
+    cells = sum(len(levels) * len(lengths) for _, levels, lengths in config_from_dict(config).cell_grids())
     host.log(f"bench: {cells} cells of {config['cell_seconds']:g} s against {config['base_url']} (run {stamp})")
     _, output = host.run_shell_command(StringCommand(client_command(paths)), print_output=True, **connector)
     exit_status = parse_exit_status(output.stdout_lines)
