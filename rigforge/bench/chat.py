@@ -92,8 +92,8 @@ def leaked_tokens(text: str) -> list[str]:
 
 def leak_detail(leaked: list[str], text: str) -> str:
     """One line: what leaked, the likely cause, the fix."""
-    return (f"{TEMPLATE_LEAK}: the answer carries chat-template tokens {', '.join(leaked)}: {WRONG_TEMPLATE} "
-            f"(the model runs on past turn markers it does not know); fix: {TEMPLATE_FIX}; answer {text[:100]!r}")
+    return (f"{TEMPLATE_LEAK}: chat-template tokens {', '.join(leaked)} in the answer: {WRONG_TEMPLATE}; "
+            f"fix: {TEMPLATE_FIX}; answer {text[:80]!r}")
 
 
 def _reasoning_failure(record: RequestRecord, thinking: bool | None, reasoning_parser: bool) -> str | None:
@@ -202,10 +202,10 @@ def template_check(template: ServedTemplate, count: Callable[[str], int | None])
     foreign = [f"{marker} ({pieces[marker]} tokens)" for marker in markers if pieces[marker] not in (1, None)]
     shown = f"renders {template.rendered[:120]!r}"
     if foreign:
-        source = f"; /props chat_template {template.source[:60]!r}" if template.source else ""
+        source = f"; /props chat_template {template.source[:40]!r}" if template.source else ""
         return CheckResult(CHAT_TEMPLATE, False,
-                           f"{CHAT_TEMPLATE}: {WRONG_TEMPLATE}: it marks turns with {', '.join(foreign)}, not tokens "
-                           f"of the model's vocabulary{source}; fix: {TEMPLATE_FIX}")
+                           f"{CHAT_TEMPLATE}: {WRONG_TEMPLATE}: its turn markers {', '.join(foreign)} are not tokens "
+                           f"of the model{source}; fix: {TEMPLATE_FIX}")
     if not markers:
         return CheckResult(CHAT_TEMPLATE, True, f"the served template {shown}, with no turn markers to check")
     return CheckResult(CHAT_TEMPLATE, True, f"the served template {shown}; its turn markers "

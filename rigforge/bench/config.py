@@ -43,11 +43,15 @@ class CellKind:
         return cls(cell.get("endpoint") or "completions", cell.get("thinking"))
 
 
+#: The main grid's kind, and the kind of every cell of a result written before kinds were recorded.
+COMPLETIONS = CellKind()
+
+
 def cell_where(cell: dict[str, Any]) -> str:
     """``C=1 in=128`` for a completion cell, ``C=1 in=128 (chat, thinking on)`` for another kind."""
     kind = CellKind.of(cell)
     where = f"C={cell['concurrency']} in={cell['input_tokens']}"
-    return where if kind == CellKind() else f"{where} ({kind.label})"
+    return where if kind == COMPLETIONS else f"{where} ({kind.label})"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from rigforge.bench import chat, sanity
 from rigforge.bench.cell import cell_result, failed_cell, run_requests
 from rigforge.bench.client import count_tokens, send
-from rigforge.bench.config import BenchConfig, CellKind, cell_where
+from rigforge.bench.config import COMPLETIONS, BenchConfig, CellKind, cell_where
 from rigforge.bench.prompts import NonceSource, SizedBody, size_body
 from rigforge.bench.server_metrics import parse_prometheus
 from rigforge.bench.transport import get_json, request
@@ -167,7 +167,7 @@ def failed_check_names(probes: list[sanity.CheckResult], cells: list[dict[str, A
     for cell in cells:
         kind = CellKind.of(cell)
         where = f"C={cell['concurrency']},in={cell['input_tokens']}"
-        where += "" if kind == CellKind() else f",{kind.label.replace(', ', ' ')}"
+        where += "" if kind == COMPLETIONS else f",{kind.label.replace(', ', ' ')}"
         names += [f"{where}:{check['name']}" for check in cell["failed_checks"]]
     return list(dict.fromkeys(names))  # a check failed by several repeats is named once
 
