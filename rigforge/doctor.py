@@ -6,8 +6,9 @@
 
 It runs ``pyinfra -y INVENTORY deploys/doctor.py`` (the inventory's own connections: host-key checks,
 sudo, sandbox hosts alike), which reads each rig's kernel log, engine journal and the smoke bench's failure
-lines (in the journal as ``rigforge-bench``) with one command and takes no lock. Each rig gets its rows (or ``none``); exit 1 when a rig shows a failure (fail or blocking)
-or could not be read, 0 when all are clean or show only warnings.
+lines (in the journal as ``rigforge-bench``) with one command and takes no lock. Each rig gets its rows (or
+``none``); exit 1 when a rig shows a failure (fail or blocking) or could not be read, 0 when all are clean or
+show only warnings.
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ def test_a_bench_below_its_floor_reads_the_logs_of_its_window(rig: Rig) -> None:
     result = run_pyinfra(rig.inventory("bench", slow), "deploys/bench.py", check=False)
     output = ANSI.sub("", result.stderr)
     assert result.returncode != 0 and "bench FAIL on" in output, output[-3000:]
-    said = re.search(r".*bench: no known failure in the engine journal, kernel log or bench lines since \d{4}-\d\d-\d\d "
-                     r"\d\d:\d\d:\d\d UTC", output)
+    said = re.search(r".*bench: no known failure in the engine journal, kernel log or bench lines since "
+                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", output)
     assert said, output[-3000:]
     print("\n".join(line for line in output.splitlines() if "bench FAIL on" in line) + "\n" + said.group(0))
 
