@@ -226,11 +226,13 @@ def client_command(paths: HostRunPaths) -> str:
 
     ``cd /`` keeps a stray ``rigforge`` folder in the login directory off ``sys.path``; unbuffered
     output lets each cell's progress line arrive as it is printed; ``--syslog`` puts the failure lines in the
-    rig's journal, where the known-failure readers look.
+    rig's journal, where the known-failure readers look, and ``journalctl --sync`` returns once journald has
+    stored them (so the bench role's own read right after finds them; nothing happens without journald).
     """
     return (
         f"cd / && PYTHONPATH={shlex.quote(REMOTE_LIB_DIR)} PYTHONUNBUFFERED=1 python3 -m rigforge.bench "
-        f"--config {shlex.quote(paths.config)} --out {shlex.quote(paths.result)} --syslog; echo {EXIT_MARKER}$?"
+        f"--config {shlex.quote(paths.config)} --out {shlex.quote(paths.result)} --syslog; status=$?; "
+        f"journalctl --sync >/dev/null 2>&1; echo {EXIT_MARKER}$status"
     )
 
 

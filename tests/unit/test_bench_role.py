@@ -164,7 +164,8 @@ def test_client_command_quotes_paths_and_reports_the_exit_status() -> None:
     command = client_command(paths)
 
     assert command.startswith(f"cd / && PYTHONPATH={REMOTE_LIB_DIR} ")
-    assert f"--config {paths.config} --out {paths.result} --syslog; echo {EXIT_MARKER}$?" in command
+    assert f"--config {paths.config} --out {paths.result} --syslog; status=$?; " in command
+    assert command.endswith(f"; echo {EXIT_MARKER}$status")
     assert parse_exit_status(["cell ...", "bench FAILED (...)", f"{EXIT_MARKER}2"]) == 2
     assert parse_exit_status([f"{EXIT_MARKER}0", "later noise"]) == 0
     assert parse_exit_status(["Traceback ...", "python3: No module named rigforge"]) is None
