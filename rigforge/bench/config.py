@@ -37,6 +37,11 @@ class CellKind:
         cell.update(endpoint=self.endpoint, thinking=self.thinking)
         return cell
 
+    @property
+    def order(self) -> tuple[bool, str]:
+        """Where cells of this kind go in a report: completion cells first, then by label."""
+        return self != COMPLETIONS, self.label
+
     @classmethod
     def of(cls, cell: dict[str, Any]) -> CellKind:
         """The kind of a result's cell; a cell written before kinds were recorded is a completion cell."""

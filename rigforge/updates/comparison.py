@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rigforge.bench.config import COMPLETIONS, CellKind
@@ -200,19 +200,10 @@ def _num(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
-CellKey = tuple[CellKind, int, int]  # (kind, concurrency, input tokens)
-
-
-def _cells_by_key(result: Mapping[str, Any]) -> dict[CellKey, Mapping[str, Any]]:
+def _cells_by_key(result: Mapping[str, Any]) -> dict[tuple[CellKind, int, int], Mapping[str, Any]]:
     """Every cell of a result, ok or failed, by (kind, concurrency, input tokens): a chat cell is never
     compared with a completion cell of the same size (a result without kinds holds completion cells only)."""
     return {(CellKind.of(cell), cell["concurrency"], cell["input_tokens"]): cell for cell in result.get("cells", [])}
-
-
-def key_order(key: CellKey) -> tuple[bool, str, int, int]:
-    """Completion cells first, then each other kind; by concurrency and input length within a kind."""
-    kind, concurrency, input_tokens = key
-    return kind != COMPLETIONS, kind.label, concurrency, input_tokens
 
 
 def repeat_values(cell: Mapping[str, Any], metric: Metric) -> list[float]:
@@ -262,7 +253,7 @@ def judge_change(worse_percent: float, tolerance: float, noise: float | None, ov
     return REGRESSION
 
 
-def compare_cell(key: CellKey, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+def compare_cell(key: tuple[CellKind, int, int], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
                  metric: Metric, policy: RegressionPolicy) -> Cell:
     """One row; a cell that measured before but failed or vanished after is a regression if judged."""
     kind, concurrency, input_tokens = key
@@ -281,9 +272,8 @@ def compare_cell(key: CellKey, before: Mapping[str, Any] | None, after: Mapping[
     row = Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance, "", "", kind)
     if tolerance is None:
         return row
-    return Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance,
-                judge_change(row.worse_percent or 0.0, tolerance, noise, repeats_overlap(before, after, metric)),
-                "", kind)
+    return replace(row, verdict=judge_change(row.worse_percent or 0.0, tolerance, noise,
+                                             repeats_overlap(before, after, metric)))
 
 
 def overall(cells: Iterable[Cell]) -> str:
@@ -300,7 +290,8 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: Regress
     + policy: ``RegressionPolicy.from_profile(profile)``
     """
     cells_before, cells_after = _cells_by_key(before), _cells_by_key(after)
-    keys = sorted(set(cells_before) | set(cells_after), key=key_order)
+    # Completion cells first, then each other kind; by concurrency and input length within a kind.
+    keys = sorted(set(cells_before) | set(cells_after), key=lambda key: (*key[0].order, key[1], key[2]))
     rows = tuple(
         compare_cell(key, cells_before.get(key), cells_after.get(key), metric, policy)
         for key in keys for metric in METRICS
