@@ -3,21 +3,21 @@
     pyinfra inventory/rig2x.py deploys/full.py --dry --diff   # see every change
     pyinfra inventory/rig2x.py deploys/full.py                # apply
 
-Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_weights (rigforge/context.py).
+Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_weights, recipe (rigforge/context.py).
 """
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import bench, container, engine, host, images, preflight, service, takeover, weights
 
-# Validate the run's switches before any operation is planned.
-settings = run_settings()
+# Validate the run's switches before any operation is planned (--data recipe=NAME switches the engine recipe).
+settings = run_settings(takes=("recipe",))
 
 # One deploy at a time per host: a host another run is deploying stops here (rigforge/operations/lock.py).
 take_deploy_lock()
 
 # What the owner already installed, read before any change: one table; stops on what must not be replaced.
-takeover.apply_takeover(layers=("host", "container", "serving"))
+takeover.apply_takeover(layers=("host", "container", "serving"), restore=False)
 
 # --- preflight ---
 # First: judge the host before anything changes; a blocking failure stops this host here

@@ -22,6 +22,6 @@ from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import preflight, takeover
 
 take_deploy_lock()
-takeover.apply_takeover(layers=("host", "container", "serving"))
+takeover.apply_takeover(layers=("host", "container", "serving"), restore=False)  # read-only
 preflight.apply_preflight(with_probe=run_settings().probe)
 release_deploy_lock()

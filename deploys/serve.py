@@ -6,21 +6,20 @@
 Ends with the server running under systemd and answering its health endpoint. On a GPU rig it expects
 the host and container layers in place (driver, Docker): deploys/full.py runs everything, with the same
 roles in its serving layer. Switches (``--data key=value``): verify_weights (re-hash every weights file
-and fetch again the ones that changed).
+and fetch again the ones that changed), recipe=NAME (move the rig to that engine recipe of its profile: it stays
+there until another switch; ``deploys/recipes.py`` tries them all).
 """
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import base, engine, images, service, takeover, weights
+from roles import base, serving, takeover
 
-# Validate the run's switches before any operation is planned.
-run_settings()
+# Validate the run's switches before any operation is planned (--data recipe=NAME switches the engine recipe).
+run_settings(takes=("recipe",))
 
 take_deploy_lock()
-takeover.apply_takeover(layers=("serving",))
+takeover.apply_takeover(layers=("serving",), restore=False)
 base.apply_base()
-weights.apply_weights()
-images.apply_images()  # container engines: build or pull the image; nothing for a native engine
-engine.apply_engine()
-service.apply_service()
+# Weights, the engine image (container engines: built or pulled; nothing for a native engine), the engine, its unit.
+serving.apply_serving()
 release_deploy_lock()

@@ -142,6 +142,8 @@ def run_metadata(profile: Profile, host_name: str, versions: RigVersions) -> dic
     """Everything a reader of the result needs to know what was measured (copied into the result file)."""
     metadata: dict[str, Any] = {
         "profile": profile.name,
+        # The engine recipe measured (engine.recipes; None: a profile without recipes): bench history by recipe.
+        "recipe": profile.engine.recipe,
         "profile_hash": profile_hash(profile),
         "host": host_name,
         "gpus": f"{len(versions.gpus)}x {versions.gpus[0]}" if versions.gpus else "none",
@@ -160,8 +162,10 @@ def reasoning_parser(profile: Profile) -> bool:
     return profile.engine.flags.get("--reasoning-parser") not in (None, False)
 
 
-def bench_config(profile: Profile, metadata: dict[str, Any]) -> dict[str, Any]:
+def bench_config(profile: Profile, metadata: dict[str, Any], stop_on_wrong_output: bool = False) -> dict[str, Any]:
     """The client's config for this profile, checked by the client's own validator before it travels.
+
+    + stop_on_wrong_output: measure no cell once a probe answered wrong (the recipes experiment)
 
     The main grid uses the completions endpoint for every engine: ``ignore_eos`` and ``usage`` behave the
     same there, and no chat template can add tokens the profile did not ask for. ``bench.extra_cells``
@@ -183,6 +187,7 @@ def bench_config(profile: Profile, metadata: dict[str, Any]) -> dict[str, Any]:
         "chat_probes": "answer" if profile.model.chat_tuned else "path",
         "reasoning_parser": reasoning_parser(profile),
         "extra_cells": [cells.model_dump() for cells in bench.extra_cells],
+        "stop_on_wrong_output": stop_on_wrong_output,
         "metadata": metadata,
     })
     return config.as_dict()

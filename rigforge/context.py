@@ -1,4 +1,8 @@
-"""What a role may read about the host being deployed: its validated profile and the run's switches."""
+"""What a role may read about the host being deployed: its validated profile and the run's switches.
+
+``current_profile()`` is the profile with the engine recipe this run gives the rig laid over it
+(rigforge/recipes/choice.py decides which); ``base_profile()`` is the profile as the inventory validated it.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pyinfra import host
 
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
+from rigforge.recipes.choice import NO_RECIPE_STATE, RecipeChoice, choose_recipe
 
 #: Switches a user may pass with ``--data key=value`` (or set as host data in an inventory).
 RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
@@ -27,12 +32,21 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "replace_driver": (bool, False, "purge the NVIDIA driver the owner installed (the distribution's or the other "
                                     "flavor's packages; a .run install through its nvidia-uninstall) and install "
                                     "the profile's"),
+    "recipe": (str, "", "deploys/full.py, deploys/serve.py: move the rig to this engine recipe (engine.recipes)"),
+    "recipes": (str, "", "deploys/recipes.py: the recipes to try, comma-separated (default: all of the profile's)"),
+    "keep": (str, "start", "deploys/recipes.py: end on the starting recipe (start), or on the best one when it is "
+                           "better beyond noise (best)"),
 }
+
+#: Switches only some deploys take: a deploy that does not name them in ``run_settings(takes=...)`` refuses them.
+DEPLOY_SWITCHES = {"recipe": "deploys/full.py and deploys/serve.py",
+                   "recipes": "deploys/recipes.py", "keep": "deploys/recipes.py"}
 
 
 _COMMAND = re.compile(r"^[A-Za-z0-9._/+-]+$")
+_NAMES = re.compile(r"^[a-z0-9][a-z0-9._-]*(,[a-z0-9][a-z0-9._-]*)*$")
 #: Switches that take one of a few words.
-_CHOICES: dict[str, tuple[str, ...]] = {"on_regression": ("stop", "rollback")}
+_CHOICES: dict[str, tuple[str, ...]] = {"on_regression": ("stop", "rollback"), "keep": ("start", "best")}
 
 
 @dataclass(frozen=True)
@@ -47,35 +61,71 @@ class RunSettings:
     on_regression: str
     break_lock: bool
     replace_driver: bool
+    recipe: str
+    recipes: str
+    keep: str
+
+    @property
+    def recipe_list(self) -> list[str]:
+        """``recipes`` as names (empty: all of the profile's)."""
+        return [name for name in self.recipes.split(",") if name]
 
 
-def current_profile() -> Profile:
-    """The profile the inventory validated for the current host."""
+def base_profile() -> Profile:
+    """The profile the inventory validated for the current host, no recipe laid over it."""
+    return _typed(_profile_json(), None)
+
+
+def _profile_json() -> str:
     data = host.data.get("rigforge_profile")
     if not isinstance(data, dict):
         raise ProfileError(
             f"host {host.name} has no rigforge profile: use an inventory from inventory/ "
             "(it sets host data 'rigforge_profile' through rigforge.inventory)"
         )
-    return _typed(json.dumps(data, sort_keys=True))
+    return json.dumps(data, sort_keys=True)
 
 
-@lru_cache(maxsize=32)
-def _typed(data_json: str) -> Profile:
-    return Profile.model_validate(json.loads(data_json))
+def current_recipe_choice() -> RecipeChoice:
+    """The engine recipe this run gives the current host, and why (rigforge/recipes/choice.py)."""
+    from rigforge.facts.recipes import RigRecipe
+
+    profile = base_profile()
+    if not profile.engine.recipes:
+        return choose_recipe(profile, None, NO_RECIPE_STATE)
+    return choose_recipe(profile, host.data.get("recipe") or None, host.get_fact(RigRecipe) or NO_RECIPE_STATE)
 
 
-def run_settings() -> RunSettings:
-    """The run's switches, type-checked; a wrong value stops before any operation runs."""
+def current_profile() -> Profile:
+    """The current host's profile with the engine recipe this run gives it laid over it."""
+    return _typed(_profile_json(), current_recipe_choice().name)
+
+
+@lru_cache(maxsize=64)
+def _typed(data_json: str, recipe: str | None) -> Profile:
+    profile = Profile.model_validate(json.loads(data_json))
+    return profile.with_recipe(recipe) if recipe else profile
+
+
+def run_settings(takes: tuple[str, ...] = ()) -> RunSettings:
+    """The run's switches, type-checked; a wrong value stops before any operation runs.
+
+    + takes: the deploy-specific switches this deploy accepts (``DEPLOY_SWITCHES``); the others are refused
+    """
     values = {}
     for key, (kind, default, meaning) in RUN_SWITCHES.items():
         value = host.data.get(key, default)
+        if key in DEPLOY_SWITCHES and key not in takes and value != default:
+            raise ProfileError(f"--data {key}={value}: only {DEPLOY_SWITCHES[key]} take it — {meaning}")
         if not isinstance(value, kind):
             expected = "true or false" if kind is bool else "a value"
             raise ProfileError(f"--data {key}={value!r}: expected {expected} — {meaning}")
         if key in _CHOICES and value not in _CHOICES[key]:
             raise ProfileError(f"--data {key}={value!r}: expected one of {', '.join(_CHOICES[key])} — {meaning}")
-        if kind is str and value and not _COMMAND.match(value):
+        if key in ("recipe", "recipes") and value and not _NAMES.match(value):
+            raise ProfileError(f"--data {key}={value!r}: expected recipe names (a-z, 0-9, ._-), comma-separated "
+                               f"for recipes — {meaning}")
+        if kind is str and value and not _COMMAND.match(value) and key != "recipes":
             raise ProfileError(
                 f"--data {key}={value!r}: expected a command or path (letters, digits, ._/+-) — {meaning}"
             )

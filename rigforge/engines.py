@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from rigforge.profile import Profile
+from rigforge.profile.recipes import RIGFORGE_FLAGS
 from rigforge.remote.llama_launcher import LAUNCHER_FLAGS
 from rigforge.render import flag_value
 
@@ -28,11 +29,7 @@ LLAMA_VENV = "/opt/rigforge/llama-venv"
 LAUNCHER_PATH = f"{REMOTE_LIB_DIR}/llama_launcher.py"
 
 #: How each engine names the model, the name it serves it under, and the listen address.
-_MODEL_FLAGS: dict[str, dict[str, str]] = {
-    "sglang": {"model": "--model-path", "name": "--served-model-name", "host": "--host", "port": "--port"},
-    "vllm": {"model": "--model", "name": "--served-model-name", "host": "--host", "port": "--port"},
-    "llama.cpp": {"model": "--model", "name": "--alias", "host": "--host", "port": "--port"},
-}
+_MODEL_FLAGS = RIGFORGE_FLAGS
 
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 
@@ -67,6 +64,18 @@ def environment_lines(env: dict[str, str]) -> list[str]:
     """
     return ['"' + f"{key}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
             for key, value in env.items()]
+
+
+def engine_env_file_variables(profile: Profile) -> dict[str, str]:
+    """What the nccl role writes to ``ENGINE_ENV_FILE``: the rig's ``nccl.env``, and ``NCCL_GRAPH_FILE`` when the
+    graph XML is on. The engine's own ``engine.env`` (its recipe's) is not there: a container gets it with
+    ``docker run -e`` after ``--env-file``, so it wins for that engine alone."""
+    if profile.nccl is None:
+        return {}
+    variables = dict(profile.nccl.env)
+    if profile.nccl.graph_xml:
+        variables["NCCL_GRAPH_FILE"] = profile.nccl.graph_path
+    return variables
 
 
 def image_ref(profile: Profile) -> str | None:

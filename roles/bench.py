@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from io import StringIO
 from pathlib import Path, PurePosixPath
@@ -74,9 +75,12 @@ from rigforge.report import Verdict, judge, render_markdown, render_plot
 
 
 @deploy("Bench")
-def apply_bench() -> None:
-    """Install the client, keep the results folder, and measure the engine (only when the deploy executes)."""
-    profile = current_profile()
+def apply_bench(profile: Profile | None = None) -> None:
+    """Install the client, keep the results folder, and measure the engine (only when the deploy executes).
+
+    + profile: the profile served (default: the current host's, with the recipe this run gives it)
+    """
+    profile = profile or current_profile()
     install_client(profile)
     smoke_benchmark(
         name=f"Smoke benchmark against {bench_base_url(profile)}",
@@ -145,17 +149,34 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
     )
 
 
-def run_smoke_benchmark(
-    state: State, host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any]
-) -> bool:
-    """Run the client on the rig, bring its result home, report it; False fails the operation."""
-    del state  # pyinfra passes it; the host carries everything needed here
+@dataclass(frozen=True)
+class Measured:
+    """One run of the client on the rig, its result brought to the controller (None: the client wrote none)."""
+
+    stamp: str
+    exit_status: int | None
+    result: dict[str, Any] | None
+    local: ControllerRunPaths
+
+
+def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any],
+            stop_on_wrong_output: bool = False) -> Measured:
+    """Run the client on the rig against ``profile``'s engine and download its result (``results/<host>/<stamp>``).
+
+    + host: the rig
+    + profile: what it serves (its recipe is in the result's metadata)
+    + results_dir: the controller's results folder
+    + connector: the operation's connector arguments (sudo…)
+    + stop_on_wrong_output: measure no cell once a probe answered wrong
+    """
     stamp = run_stamp(datetime.now(timezone.utc))
     paths = host_run_paths(stamp)
-    config = bench_config(profile, run_metadata(profile, host.name, read_versions(host, profile)))
+    local = controller_run_paths(results_dir, host.name, stamp)
+    config = bench_config(profile, run_metadata(profile, host.name, read_versions(host, profile)),
+                          stop_on_wrong_output)
     if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
         host.log(f"bench: could not write {paths.config}", logger.error)
-        return False
+        return Measured(stamp, None, None, local)
     cells = sum(len(levels) * len(lengths) for _, levels, lengths in config_from_dict(config).cell_grids())
     host.log(f"bench: {cells} cells of {config['cell_seconds']:g} s against {config['base_url']} (run {stamp})")
     _, output = host.run_shell_command(StringCommand(client_command(paths)), print_output=True, **connector)
@@ -163,23 +184,33 @@ def run_smoke_benchmark(
     if exit_status not in RESULT_WRITTEN:
         host.log(f"bench FAILED on {host.name}: the client exited {exit_status} without a result "
                  f"(config {paths.config}):\n" + "\n".join(output.stderr_lines[-20:]), logger.error)
-        return False
+        return Measured(stamp, exit_status, None, local)
     host.run_shell_command(StringCommand(latest_link_command(paths)), **connector)
-    local = controller_run_paths(results_dir, host.name, stamp)
     local.run_dir.mkdir(parents=True, exist_ok=True)
     if not host.get_file(paths.result, str(local.result), **connector):
         host.log(f"bench FAILED on {host.name}: could not download {paths.result}", logger.error)
+        return Measured(stamp, exit_status, None, local)
+    return Measured(stamp, exit_status, json.loads(local.result.read_text()), local)
+
+
+def run_smoke_benchmark(
+    state: State, host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any]
+) -> bool:
+    """Run the client on the rig, bring its result home, report it; False fails the operation."""
+    del state  # pyinfra passes it; the host carries everything needed here
+    measured = measure(host, profile, results_dir, connector)
+    result, local = measured.result, measured.local
+    if result is None:
         return False
-    result = json.loads(local.result.read_text())
     verdict = judge(result, profile.bench.floors)
     write_reports(result, verdict, local)
     for line in (render_markdown(result) + "\n" + verdict.render()).splitlines():
         host.log(line)
-    passed = exit_status == 0 and verdict.passed
+    passed = measured.exit_status == 0 and verdict.passed
     host.log(outcome_line(host.name, result, verdict, passed, local.run_dir),
              logger.info if passed else logger.error)
     if not passed:
-        window = f"{datetime.strptime(stamp, '%Y%m%dT%H%M%SZ'):%Y-%m-%d %H:%M:%S} UTC"
+        window = f"{datetime.strptime(measured.stamp, '%Y%m%dT%H%M%SZ'):%Y-%m-%d %H:%M:%S} UTC"
         for line in known_failure_lines(host.get_fact(KnownFailureLogs, since=window), window):
             host.log(line, logger.error)
     return passed

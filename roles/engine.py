@@ -16,6 +16,7 @@ from rigforge.context import current_profile
 from rigforge.engines import LLAMA_VENV, REMOTE_LIB_DIR
 from rigforge.operations import apt
 from rigforge.operations.venv import python_venv
+from rigforge.profile import Profile
 from roles.weights import upload_remote_script
 
 #: Shared libraries the xllamacpp CPU wheel links against that a minimal Debian/Ubuntu lacks (OpenMP runtime).
@@ -23,9 +24,12 @@ NATIVE_RUNTIME_PACKAGES = ["libgomp1"]
 
 
 @deploy("Engine")
-def apply_engine() -> None:
-    """Install the native server (venv keyed by its pin) and its launcher; container engines need nothing here."""
-    profile = current_profile()
+def apply_engine(profile: Profile | None = None) -> None:
+    """Install the native server (venv keyed by its pin) and its launcher; container engines need nothing here.
+
+    + profile: the profile to serve (default: the current host's, with the recipe this run gives it)
+    """
+    profile = profile or current_profile()
     native = profile.engine.native
     if native is None:
         return

@@ -54,9 +54,12 @@ def _write_context(profile: Profile, plan: BuildPlan) -> None:
 
 
 @deploy("Engine image")
-def apply_images() -> None:
-    """Build (or pull) the engine image the profile names and keep the JIT cache volume consistent with it."""
-    profile = current_profile()
+def apply_images(profile: Profile | None = None) -> None:
+    """Build (or pull) the engine image the profile names and keep the JIT cache volume consistent with it.
+
+    + profile: the profile to serve (default: the current host's, with the recipe this run gives it)
+    """
+    profile = profile or current_profile()
     if profile.engine.native is not None:
         return
     plan = build_plan(profile)

@@ -22,6 +22,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile
+from rigforge.engines import engine_env_file_variables
 from rigforge.operations.files import managed_file
 from rigforge.operations.managed import absent
 from rigforge.profile import Profile
@@ -49,14 +50,9 @@ def nccl_settings(profile: Profile) -> dict[str, str]:
 
 
 def engine_environment(profile: Profile) -> dict[str, str]:
-    """The engine's variables: all of ``nccl.env`` (+ graph file), then ``engine.env``; checked for the file."""
-    variables = dict(profile.nccl.env) if profile.nccl else {}
-    variables.update(nccl_settings(profile))
-    for key, value in profile.engine.env.items():
-        if key in variables and variables[key] != value:
-            raise ProfileError(f"{key} is set to {variables[key]!r} in nccl.env and to {value!r} in engine.env; "
-                               "set it in one place")
-        variables[key] = value
+    """The engine env file's variables: the rig's ``nccl.env`` and the graph file (rigforge/engines.py), checked
+    for the file. The engine's own variables (a recipe's) are in its unit, where they win over this file."""
+    variables = engine_env_file_variables(profile)
     for key, value in variables.items():
         if value != value.strip() or any(char in value for char in _AMBIGUOUS_CHARS):
             raise ProfileError(f"{key}={value!r}: systemd and docker would read this value differently in "

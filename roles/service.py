@@ -30,9 +30,11 @@ from rigforge.engines import (
     launch_command,
 )
 from rigforge.known_failures import match, signature_data
+from rigforge.operations import managed
 from rigforge.operations.files import managed_file
 from rigforge.operations.service import engine_service, file_unless_present
 from rigforge.profile import Profile
+from rigforge.recipes.choice import EXPERIMENT_RECORD
 from rigforge.render import render
 from roles.weights import manifest_path
 
@@ -44,11 +46,12 @@ MATCHER_SOURCE = Path(match.__file__)
 
 
 def render_unit(profile: Profile) -> str:
-    """The text of ``rigforge-engine.service`` for a profile."""
+    """The text of ``rigforge-engine.service`` for a profile (its header names the recipe it runs)."""
     container = profile.engine.native is None
     return render(
         "service/rigforge-engine.service.j2",
         profile,
+        recipe=profile.engine.recipes.get(profile.engine.recipe or ""),
         container=container,
         docker=DOCKER,
         container_name=CONTAINER_NAME,
@@ -87,11 +90,17 @@ def render_launcher(profile: Profile) -> str:
 
 
 @deploy("Service")
-def apply_service() -> None:
-    """Write the engine unit, keep it enabled and running with its current inputs, and wait until healthy."""
-    profile = current_profile()
+def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
+    """Write the engine unit, keep it enabled and running with its current inputs, and wait until healthy.
+
+    + profile: the profile to serve (default: the current host's, with the recipe this run gives it)
+    + settled: this is the recipe the rig keeps (not a trial of deploys/recipes.py): a record of a recipe
+      experiment cut short is removed once the engine runs it healthy
+    """
+    profile = profile or current_profile()
     container = profile.engine.native is None
     unit = render_unit(profile)
+    say_engine_env_overrides(profile)
     if container:
         file_unless_present(name=f"Engine env file {ENGINE_ENV_FILE} (the nccl role fills it)",
                             dest=ENGINE_ENV_FILE, content=render("service/engine.env.j2", profile), mode="640")
@@ -115,3 +124,18 @@ def apply_service() -> None:
         health_timeout_s=profile.engine.health_timeout_s,
         wait_script=WAIT_SCRIPT,
     )
+    if settled:
+        managed.absent(name=f"Remove the record of a recipe experiment cut short ({EXPERIMENT_RECORD})",
+                       path=EXPERIMENT_RECORD)
+
+
+def say_engine_env_overrides(profile: Profile) -> None:
+    """Say where the engine's own NCCL variables (a recipe's, as the published K=64 command's NCCL_P2P_DISABLE)
+    win over the rig's NCCL env: ``docker run -e`` comes after ``--env-file`` (/etc/nccl.conf stays as it is)."""
+    if profile.nccl is None:
+        return
+    for key, value in profile.engine.env.items():
+        if key.startswith("NCCL_"):
+            rig = profile.nccl.env.get(key, "unset")
+            host.log(f"engine env {key}={value} (recipe {profile.engine.recipe}) for the engine only, over the "
+                     f"rig's NCCL env ({key}: {rig}); /etc/nccl.conf and other NCCL programs keep the rig's")

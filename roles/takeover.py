@@ -15,7 +15,10 @@ from pyinfra.api import deploy
 
 from rigforge.checks.driver_takeover import SWITCH
 from rigforge.checks.takeover import LAYERS, Row, blocking_rows, gather_installed, takeover_lines, takeover_rows
-from rigforge.context import current_profile, run_settings
+from rigforge.context import current_profile, current_recipe_choice, run_settings
+from rigforge.facts.recipes import RigRecipe
+from rigforge.recipes.choice import NO_RECIPE_STATE, interrupted_line
+from roles import serving
 from roles.preflight import stop_on_blocking_checks
 
 LABEL = "already there"
@@ -24,22 +27,30 @@ STOP_NAME = "Stop before replacing what the owner installed"
 
 
 @deploy(TITLE)
-def apply_takeover(layers: Sequence[str] = LAYERS) -> None:
+def apply_takeover(layers: Sequence[str] = LAYERS, restore: bool = True) -> None:
     """Print what the owner already installed and stop this host on what this deploy would have to replace.
 
     + layers: the layers this deploy changes (``host``, ``container``, ``serving``): only their blocking
       rows stop it; an empty tuple only reports
+    + restore: a recipe experiment found cut short is undone here, before anything else (deploys whose own
+      serving layer puts the rig's recipe back, and the read-only ones, pass False)
     """
     profile = current_profile()
-    settings = run_settings()
+    settings = run_settings(takes=("recipe", "recipes", "keep"))  # each deploy refuses what it does not take
     switches = frozenset({SWITCH} if settings.replace_driver else ())
-    rows = takeover_rows(profile, gather_installed(host.get_fact, profile, switches))
+    recipe = ((host.get_fact(RigRecipe) or NO_RECIPE_STATE, current_recipe_choice())
+              if profile.engine.recipes else None)
+    rows = takeover_rows(profile, gather_installed(host.get_fact, profile, switches, recipe))
     _log_table(rows)
     blocking = blocking_rows(rows, layers)
     stop_on_blocking_checks(name=STOP_NAME,
                             blocking=list(dict.fromkeys(row.component for row in blocking)),
                             skip=settings.skip_preflight, label=LABEL,
                             details=[row.describe() for row in blocking])
+    if recipe is not None and recipe[0].experiment is not None:
+        host.log(interrupted_line(recipe[0].experiment, recipe[1]), logger.warning)
+        if restore:
+            serving.apply_serving(profile)
 
 
 def _log_table(rows: list[Row]) -> None:

@@ -48,9 +48,13 @@ def upload_remote_script(profile: Profile, name: str) -> None:
 
 
 @deploy("Weights")
-def apply_weights() -> None:
-    """Put the profile's model in place (verified, resumable, recorded); re-hash it with verify_weights."""
-    profile = current_profile()
+def apply_weights(profile: Profile | None = None) -> None:
+    """Put the profile's model in place (verified, resumable, recorded); re-hash it with verify_weights.
+
+    + profile: the profile to serve (default: the current host's, with the recipe this run gives it); each
+      recipe's checkpoint has its own ``model.path``, kept beside the others
+    """
+    profile = profile or current_profile()
     model = profile.model
     for folder in host.loop(["/opt/rigforge", REMOTE_LIB_DIR]):
         files.directory(name=f"Create {folder}", path=folder, mode="755", user="root", group="root")

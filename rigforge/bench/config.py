@@ -84,6 +84,8 @@ class BenchConfig:
     chat_probes: str = "off"
     reasoning_parser: bool = False
     extra_cells: list[dict[str, Any]] = field(default_factory=list)
+    # Measure no cell once a probe answered wrong (a recipe experiment: garbage output is not worth timing).
+    stop_on_wrong_output: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -148,6 +150,8 @@ def validate(config: BenchConfig) -> BenchConfig:
     if not isinstance(config.reasoning_parser, bool):
         raise ConfigError(f"reasoning_parser must be true or false, got {config.reasoning_parser!r}")
     _extra_cells(config.extra_cells)
+    if not isinstance(config.stop_on_wrong_output, bool):
+        raise ConfigError(f"stop_on_wrong_output must be true or false, got {config.stop_on_wrong_output!r}")
     if not isinstance(config.metadata, dict):
         raise ConfigError("metadata must be a JSON object")
     return config

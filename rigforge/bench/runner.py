@@ -116,7 +116,8 @@ def run_bench(config: BenchConfig, progress: TextIO = sys.stderr) -> dict[str, A
     result["server"] = {"models": models, "tokenize_endpoint": has_tokenizer}
     if template is not None:
         result["server"]["chat_template"] = {"source": template.source, "rendered": template.rendered}
-    cells = run_cells(config, progress)
+    wrong = config.stop_on_wrong_output and not all(probe.passed for probe in probes)
+    cells = [] if wrong else run_cells(config, progress)
     result["sanity"] = {"probes": [probe.as_dict() for probe in probes]}
     result["cells"] = cells
     result["failed_checks"] = failed_check_names(probes, cells)

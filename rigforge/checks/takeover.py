@@ -52,6 +52,7 @@ from rigforge.facts.packages import DpkgPackages, SmiVersions
 from rigforge.facts.secure_boot import SecureBoot, SecureBootStatus
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
+from rigforge.recipes.choice import PROFILE_RECORD, RecipeChoice, RecipeState, recipe_cells
 
 HEADERS = ("component", "found", "from where", "rigforge will", "why")
 MAX_WIDTHS = (14, 36, 34, 30, 70)
@@ -97,15 +98,18 @@ class InstalledFacts:
     driver_removals: AptRemovals | None = None  # apt's simulation of a driver replacement's purge
     switches: frozenset[str] = frozenset()  # the run's --data switches that are on (replace_driver)
     secure_boot: SecureBootStatus | None = None
+    recipe_state: RecipeState | None = None  # what the rig records of its engine recipe
+    recipe_choice: RecipeChoice | None = None  # the recipe this run gives it
 
     @property
     def driver(self) -> DriverFound:
         return DriverFound(install=self.driver_install, loaded=self.loaded_driver, smi=self.smi)
 
 
-def gather_installed(get_fact: Callable[..., Any], profile: Profile,
-                     switches: frozenset[str] = frozenset()) -> InstalledFacts:
-    """Read every fact the rows need with ``get_fact`` (pyinfra's ``host.get_fact``); ``switches``: the run's."""
+def gather_installed(get_fact: Callable[..., Any], profile: Profile, switches: frozenset[str] = frozenset(),
+                     recipe: tuple[RecipeState, RecipeChoice] | None = None) -> InstalledFacts:
+    """Read every fact the rows need with ``get_fact`` (pyinfra's ``host.get_fact``); ``switches``: the run's;
+    ``recipe``: what the rig records of its engine recipe and the recipe this run gives it."""
     docker = None
     if profile.container is not None:
         setup = get_fact(DockerSetup)
@@ -117,7 +121,8 @@ def gather_installed(get_fact: Callable[..., Any], profile: Profile,
         driver_install=found.install, loaded_driver=found.loaded, smi=found.smi, cuda=get_fact(CudaToolkits),
         gpu_processes=get_fact(GpuComputeProcesses), port_listeners=get_fact(PortListeners, port=profile.engine.port),
         lock_holders=get_fact(DpkgLockHolders), docker=docker, driver_removals=removals, switches=switches,
-        secure_boot=get_fact(SecureBoot))
+        secure_boot=get_fact(SecureBoot), recipe_state=recipe[0] if recipe else None,
+        recipe_choice=recipe[1] if recipe else None)
 
 
 def driver_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
@@ -252,9 +257,18 @@ def docker_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
 
 RowFunction = Callable[[Profile, InstalledFacts], list[Row]]
 
+def recipe_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
+    """The engine recipe: the one the rig records, and the one it runs after this run (never blocking)."""
+    del profile
+    if facts.recipe_choice is None or facts.recipe_choice.name is None or facts.recipe_state is None:
+        return []
+    found, action, why = recipe_cells(facts.recipe_choice, facts.recipe_state)
+    return [Row("recipe", found, PROFILE_RECORD, action, why)]
+
+
 #: Table order.
 ROWS: tuple[RowFunction, ...] = (driver_row, cuda_row, secure_boot_row, docker_rows, gpu_process_rows, port_rows,
-                                 apt_lock_row)
+                                 apt_lock_row, recipe_row)
 
 
 def takeover_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:

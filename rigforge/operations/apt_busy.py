@@ -43,7 +43,7 @@ from pyinfra.api.host import Host
 from pyinfra.connectors.util import CommandOutput
 from pyinfra.context import ctx_host
 
-from rigforge.context import current_profile
+from rigforge.context import base_profile
 from rigforge.facts.dpkg_state import DpkgState, DpkgUnfinished
 from rigforge.operations.docker import LiveOutputCommand
 
@@ -155,7 +155,7 @@ def apt_mark(*arguments: str) -> StringCommand:
 
 def profile_lock_wait() -> float:
     """The current host's ``apt.lock_wait_minutes``."""
-    return current_profile().apt.lock_wait_minutes
+    return base_profile().apt.lock_wait_minutes
 
 
 def repair_line(found: DpkgState) -> str:

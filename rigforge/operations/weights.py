@@ -60,6 +60,22 @@ def space_needed(model: Model, state: WeightsState, missing: list[ModelFile]) ->
     return max(expected - present, 0), expected, present
 
 
+def bytes_to_fetch(model: Model, state: WeightsState) -> int:
+    """How many bytes of ``model`` are still to come (0: complete as its manifest records it).
+
+    The same reckoning as the download's own disk check: a repository checkout is expected at ``model.size_gb``;
+    named files by their sizes; what is complete or partly transferred counts as there.
+    """
+    if model.source == "huggingface":
+        manifest = state.manifest
+        if manifest is not None and (manifest.source, manifest.origin, manifest.revision) == (
+                "huggingface", model.repo_id, model.revision) and state.all_recorded_verified():
+            return 0
+        return max(int(model.size_gb * GB) - sum(f.size for f in state.files.values()), 0)
+    missing = missing_files(model, state)
+    return space_needed(model, state, missing)[0] if missing else 0
+
+
 @operation()
 def verify_weights(path: str, tool: str, python: str = "python3"):
     """

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 import yaml
 from pydantic import ValidationError
 from pyinfra.api.exceptions import PyinfraError
 
 from rigforge.profile import Profile
+from rigforge.profile.recipes import recipe_location
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "profiles"
 
@@ -34,6 +35,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<: *anchor``: keys given beside it override the merged ones, as YAML says
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -123,23 +126,42 @@ def load_profile(name: str, overrides: Mapping[str, Any] | None = None,
     data, origins = resolve(name, profiles_dir)
     if overrides:
         data = merge(data, overrides, origins, overrides_source)
+    default_source = _display(profiles_dir / f"{name}.yaml")
     try:
-        return Profile.model_validate(data)
+        profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(explain(exc, origins, _display(profiles_dir / f"{name}.yaml"))) from None
+        raise ProfileError(explain(exc, origins, default_source)) from None
+    for recipe_name, recipe in profile.engine.recipes.items():
+        # Each recipe is validated as the whole profile it makes; an error is named where the recipe set it.
+        try:
+            profile.with_recipe(recipe_name)
+        except ValidationError as exc:
+            relocate = _relocator(recipe_name, recipe)
+            raise ProfileError(explain(exc, origins, default_source, relocate)) from None
+    return profile
 
 
-def explain(exc: ValidationError, origins: Origins, default_source: str) -> str:
-    """Turn a pydantic error into 'file: field.path: what was wrong (got X)', first error first."""
+def _relocator(name: str, recipe: object) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
+    return lambda loc: recipe_location(loc, name, recipe)  # type: ignore[arg-type]
+
+
+def explain(exc: ValidationError, origins: Origins, default_source: str,
+            relocate: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> str:
+    """Turn a pydantic error into 'file: field.path: what was wrong (got X)', first error first.
+
+    + relocate: maps an error's field path to where it was set (a recipe's error in the profile it makes)
+    """
     lines = []
     for loc, error in _one_error_per_field(exc):
+        loc = relocate(loc) if relocate else loc
         field = ".".join(part for part in loc if part != "[key]") or "(top level)"
         source = _source_of(loc, origins, default_source)
         if error["type"] == "extra_forbidden":
             message = f"unknown setting; allowed here: {', '.join(_allowed_fields(loc[:-1]))}"
         else:
             message = error["msg"].removeprefix("Value error, ")
-            message = f"{message} (got {error['input']!r})" if error["type"] != "missing" else message
+            shown = error["type"] != "missing" and not isinstance(error["input"], (dict, list))
+            message = f"{message} (got {error['input']!r})" if shown else message
             message = f"invalid name: {message}" if loc[-1:] == ("[key]",) else message
         lines.append(f"{source}: {field}: {message}")
     more = f" (+{len(lines) - 1} more: {'; '.join(lines[1:])})" if len(lines) > 1 else ""
@@ -175,10 +197,15 @@ def _source_of(loc: tuple[str, ...], origins: Origins, default: str) -> str:
 
 def _allowed_fields(loc: tuple[str, ...]) -> list[str]:
     model: Any = Profile
+    keyed = False  # the previous field was a mapping of models: this part is one of its keys
     for part in loc:
+        if keyed:
+            keyed = False
+            continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
             return []
+        keyed = get_origin(field.annotation) is dict
         model = _model_in(field.annotation)
     return sorted(getattr(model, "model_fields", {}))
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from rigforge.profile.measuring import Bench, DriverUpdate
+from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
     CliFlag,
@@ -191,6 +192,10 @@ class Engine(StrictModel):
     port: Port
     served_model_name: SafeText
     health_timeout_s: PositiveInt
+    # Named overlays of this section (and the model checkpoint): rigforge/profile/recipes.py.
+    recipes: dict[Name, Recipe] = {}
+    # The recipe a rig runs unless told otherwise (``--data recipe=NAME``); None: this section as it is.
+    recipe: Name | None = None
 
     @model_validator(mode="after")
     def _one_way_to_run(self) -> Engine:
@@ -200,6 +205,36 @@ class Engine(StrictModel):
         if self.native is None and self.docker is None:
             raise ValueError("container engines need a docker section")
         return self
+
+    @field_validator("recipe")
+    @classmethod
+    def _recipe_is_known(cls, recipe: str | None, info: ValidationInfo) -> str | None:
+        recipes = info.data.get("recipes") or {}
+        if recipe is not None and recipe not in recipes:
+            raise ValueError(f"not one of engine.recipes ({', '.join(recipes) or 'none defined'})")
+        return recipe
+
+    @model_validator(mode="after")
+    def _default_recipe_named(self) -> Engine:
+        if self.recipes and self.recipe is None:
+            raise ValueError(f"engine.recipe must name the default among engine.recipes ({', '.join(self.recipes)})")
+        return self
+
+    @model_validator(mode="after")
+    def _each_option_once(self) -> Engine:
+        own = set(RIGFORGE_FLAGS[self.kind].values())
+        words = [word for word in self.command if word.startswith("--")]
+        given = [flag for flag, value in self.flags.items() if value is not False]  # false: left out
+        twice = same_option([*sorted(own), *words, *given])
+        if twice is None:
+            return self
+        first, second = twice
+        if first in own:
+            raise ValueError(f"engine.flags must not set {second}: rigforge gives {first} itself, from model.path, "
+                             "engine.served_model_name, engine.host and engine.port")
+        where = "engine.command and engine.flags" if first in words else "engine.flags"
+        raise ValueError(f"{first} and {second} in {where} name the same option (the engine keeps the last one "
+                         "given): keep one")
 
 
 class ModelFile(StrictModel):
@@ -273,6 +308,28 @@ class Profile(StrictModel):
     @property
     def has_gpus(self) -> bool:
         return self.gpus is not None
+
+    def with_recipe(self, name: str | None) -> Profile:
+        """This profile with the recipe ``name`` laid over its engine and model (rigforge/profile/recipes.py).
+
+        + name: one of ``engine.recipes``; None: the profile's default recipe (``engine.recipe``)
+
+        Example: ``load_profile("4x-threadripper").with_recipe("marlin").engine.flags``
+        """
+        name = name or self.engine.recipe
+        if name is None:
+            return self
+        if name not in self.engine.recipes:
+            raise ValueError(f"no recipe {name!r} in profile {self.name} (engine.recipes: "
+                             f"{', '.join(self.engine.recipes) or 'none'})")
+        data = self.model_dump(mode="json")
+        engine, model = overlay_data(data["engine"], data["model"], self.engine.recipes[name])
+        return Profile.model_validate({**data, "engine": {**engine, "recipe": name}, "model": model})
+
+    @property
+    def recipe_names(self) -> list[str]:
+        """The profile's recipes, its default first."""
+        return sorted(self.engine.recipes, key=lambda name: name != self.engine.recipe)
 
 
 def _reject_duplicates(names: list[str], what: str) -> None:

@@ -32,6 +32,7 @@ LAUNCHER_FLAGS: dict[str, tuple[str, type]] = {
     "--metrics": ("endpoint_metrics", bool),
     "--slots": ("endpoint_slots", bool),
     "--no-warmup": ("warmup", bool),
+    "--rope-freq-base": ("rope_freq_base", float),
     # A llama.cpp built-in template name (gemma, chatml, ...) or a Jinja template's text; names need --no-jinja.
     "--chat-template": ("chat_template", str),
     "--no-jinja": ("use_jinja", bool),

@@ -30,7 +30,6 @@ import uuid
 from pathlib import Path
 
 from rigforge.sandbox.docker import (
-    LABEL,
     SandboxError,
     container_name,
     create_container,
@@ -183,9 +182,10 @@ def _boot_and_record(host: SandboxHost, state: SandboxState, timeout: float = RE
 
 
 def down(names: list[str] | None = None, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    """Remove sandbox containers (every ``rigforge.sandbox`` one when ``names`` is None); return them.
+    """Remove sandbox containers (every one ``state_dir`` knows when ``names`` is None); return them.
 
-    Their entries leave ``state_dir``'s state.json and known_hosts.
+    Their entries leave ``state_dir``'s state.json and known_hosts. Hosts of other state directories (another
+    checkout's sandbox, a test session running beside this one) are never touched.
     """
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -195,8 +195,8 @@ def down(names: list[str] | None = None, state_dir: Path = DEFAULT_STATE_DIR) ->
 
 def _down(names: list[str] | None, state_dir: Path) -> list[str]:
     if names is None:
-        listed = docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format", "{{.Names}}").stdout
-        containers = listed.split()
+        known = load_state(state_dir).hosts if (state_dir / "state.json").exists() else []
+        containers = [host.container for host in known]
     else:
         containers = [container_name(name) for name in names]
     for container in containers:

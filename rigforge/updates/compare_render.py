@@ -9,8 +9,8 @@ from rigforge.bench.config import COMPLETIONS
 from rigforge.updates.comparison import METRICS, Cell, Comparison
 
 DASH = "–"
-VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "image", "engine_package", "model_revision",
-                "profile_hash")
+VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "recipe", "image", "engine_package",
+                "model_revision", "profile_hash")
 HEADER = "| C | in | metric | before | after | change | noise | tolerance | verdict |"
 
 

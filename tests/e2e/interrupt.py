@@ -16,14 +16,16 @@ from tests.e2e.pyinfra_run import REPO_ROOT, pyinfra_command
 
 def interrupt_when(inventory: Path, deploy: str, log: Path, ready: Callable[[], bool], sig: signal.Signals,
                    timeout_s: float = 600, exit_timeout_s: float = 60,
-                   after_signal: Callable[[], None] | None = None) -> None:
+                   after_signal: Callable[[], None] | None = None, args: tuple[str, ...] = (),
+                   env: dict[str, str] | None = None) -> None:
     """Run ``deploy`` in the background and send ``sig`` to it once ``ready()`` says the step is under way;
     wait up to ``exit_timeout_s`` for it to end (after Ctrl-C pyinfra first finishes the command under way).
     ``after_signal`` runs right after the signal (e.g. closing a stalled connection, so that the command under
-    way cannot finish)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    way cannot finish); ``args`` follow the deploy on pyinfra's command line (``--data k=v``); ``env`` adds
+    variables."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO_ROOT)}
     with log.open("w") as out:  # a file: a full pipe would stall pyinfra
-        run = subprocess.Popen(pyinfra_command(inventory, deploy), cwd=REPO_ROOT, env=env, stdout=out,
+        run = subprocess.Popen(pyinfra_command(inventory, deploy, *args), cwd=REPO_ROOT, env=env, stdout=out,
                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout_s

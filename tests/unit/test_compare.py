@@ -138,7 +138,9 @@ def test_a_drop_inside_the_spread_is_within_noise_and_beyond_it_a_regression(
     before = tightened(measured["before"], max_spread_percent=50.0)
     repeats = repeat_values(before["cells"][0], DECODE)
     noise = spread_percent(repeats)
-    assert noise is not None and 0 < noise <= 50  # a real spread, narrow enough for a drop to exceed it
+    # A real spread, narrow enough for a drop to exceed it (tightening to exactly 50 % can land a hair above it in
+    # floating point: 50.000000000000014 failed here once).
+    assert noise is not None and 0 < noise <= 50 + 1e-9
     # The largest drop whose best repeat still reaches the worst one before ((max - min) / max); it is inside
     # the spread too ((max - min) / median). The tolerance sits below it, so a drop can pass the tolerance
     # yet stay inside the noise, whatever shape the measured repeats have.

@@ -21,7 +21,7 @@ from rigforge.engines import (
     launch_command,
     systemd_quote,
 )
-from rigforge.profile.loader import load_profile
+from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.remote import llama_launcher
 
 GGUF = "/srv/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf"
@@ -98,9 +98,9 @@ def test_container_engines_get_the_local_weights_read_only(profile_name: str, mo
 
 
 def test_engine_flags_may_not_override_what_the_profile_says_elsewhere() -> None:
-    profile = load_profile("4x-threadripper", {"engine": {"flags": {"--port": 1}}})
-    with pytest.raises(EngineConfigError, match="--port"):
-        launch_command(profile)
+    """Refused when the profile loads: the engine would get --port twice."""
+    with pytest.raises(ProfileError, match="engine.flags must not set --port: rigforge gives --port itself"):
+        load_profile("4x-threadripper", {"engine": {"flags": {"--port": 1}}})
 
 
 def test_device_list_for_gpus_is_passed_as_docker_expects() -> None:
@@ -118,7 +118,7 @@ def test_graph_xml_is_mounted_only_when_the_profile_uses_it() -> None:
 
 def test_image_comes_from_the_profile_or_its_content_hashed_build() -> None:
     assert image_ref(load_profile("sandbox")) is None
-    published = load_profile("2x-pix", {"engine": {"build": None, "image": "voipmonitor/sglang:cu130"}})
+    published = load_profile("8x-turin", {"engine": {"build": None, "image": "voipmonitor/sglang:cu130"}})
     assert image_ref(published) == "voipmonitor/sglang:cu130"
     built = image_ref(load_profile("2x-pix"))
     assert built is not None and re.fullmatch(r"rigforge/sglang:[0-9a-f]{16}", built)

@@ -126,7 +126,7 @@ def test_image_ref_is_the_built_tag_or_the_published_image() -> None:
     built = load_profile("2x-pix")
     plan = build_plan(built)
     assert plan is not None and image_ref(built) == plan.tag
-    published = load_profile("2x-pix", {"engine": {"build": None, "image": "lmsysorg/sglang:dev-cu13"}})
+    published = load_profile("8x-turin", {"engine": {"build": None, "image": "lmsysorg/sglang:dev-cu13"}})
     assert build_plan(published) is None
     assert image_ref(published) == "lmsysorg/sglang:dev-cu13"
     with pytest.raises(ImagePlanError, match="runs natively"):
@@ -162,8 +162,8 @@ def test_jit_cache_volume_must_be_a_listed_named_volume() -> None:
         load_profile("2x-pix", {"engine": {"docker": {"jit_cache_volume": "elsewhere"}}})
 
 
-def test_4x_applies_the_repository_k64_patch_and_compile_checks_it() -> None:
-    profile = load_profile("4x-threadripper")
+def test_4x_k64_recipe_applies_the_repository_k64_patch_and_compile_checks_it() -> None:
+    profile = load_profile("4x-threadripper").with_recipe("wiki-k64")
     plan = build_plan(profile)
     assert plan is not None and profile.engine.build is not None
     declared = profile.engine.build.patches[0]
@@ -182,15 +182,16 @@ def test_4x_applies_the_repository_k64_patch_and_compile_checks_it() -> None:
 
 
 def test_a_disabled_patch_is_not_applied_and_changes_the_tag() -> None:
-    profile = load_profile("4x-threadripper")
+    profile = load_profile("4x-threadripper").with_recipe("wiki-k64")
     assert profile.engine.build is not None
     declared = profile.engine.build.patches[0].model_dump(mode="json")
     stock = build_plan(load_profile("4x-threadripper", {"engine": {"build": {"patches": [
         {**declared, "enabled": False}]}}}))
     patched = build_plan(profile)
-    assert stock is not None and patched is not None
+    wiki = build_plan(load_profile("4x-threadripper"))
+    assert stock is not None and patched is not None and wiki is not None
     assert stock.patches == () and "apply_patch.py" not in stock.dockerfile and "k64_check" not in stock.dockerfile
-    assert stock.tag != patched.tag
+    assert stock.tag != patched.tag and stock.tag == wiki.tag
 
 
 def test_a_repository_patch_with_another_sha256_is_refused() -> None:

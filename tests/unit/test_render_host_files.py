@@ -15,6 +15,7 @@ from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.render import header_text
 from roles import driver, modprobe, nccl, tuning
 from roles.host import render_host_files
+from roles.service import render_unit
 
 PLATFORM = RepoPlatform("ubuntu2404", "x86_64")
 RIGS = ("2x-pix", "4x-threadripper", "8x-turin")
@@ -81,18 +82,24 @@ def test_nccl_values_are_strings_as_nccl_reads_them() -> None:
     files = _files("4x-threadripper")
     assert "NCCL_P2P_LEVEL=SYS\n" in files[nccl.NCCL_CONF]
     env = files[nccl.ENGINE_ENV_FILE]
-    assert "NCCL_P2P_LEVEL=SYS\nVLLM_LOG_STATS_INTERVAL=1\n" in env
-    # Engine variables do not belong in nccl.conf.
-    assert "VLLM_" not in files[nccl.NCCL_CONF]
+    assert env.endswith("NCCL_P2P_LEVEL=SYS\n")
+    # The engine's own variables (its recipe's) are in its unit, not in nccl.conf or the env file.
+    k64 = _files("4x-threadripper", engine={"recipe": "k64-tuned"})
+    assert "VLLM_" not in k64[nccl.NCCL_CONF] and "VLLM_" not in k64[nccl.ENGINE_ENV_FILE]
 
 
-def test_engine_environment_refuses_conflicts_and_ambiguous_values() -> None:
-    with pytest.raises(ProfileError, match="NCCL_P2P_LEVEL is set to 'SYS' in nccl.env and to 'PHB' in engine.env"):
-        _files("4x-threadripper", engine={"env": {"NCCL_P2P_LEVEL": "PHB"}})
-    with pytest.raises(ProfileError, match="HF_TOKEN='\"abc\"': systemd and docker would read this value"):
-        _files("2x-pix", engine={"env": {"HF_TOKEN": '"abc"'}})
-    ok = _files("2x-pix", engine={"env": {"EXTRA": "a b=c,d"}})[nccl.ENGINE_ENV_FILE]
-    assert "EXTRA=a b=c,d\n" in ok
+def test_an_engine_variable_wins_over_the_rigs_nccl_env_for_the_engine_alone() -> None:
+    """A recipe's NCCL_P2P_DISABLE (the published K=64 command's): docker run -e after --env-file, env file and
+    nccl.conf unchanged; an env file value docker and systemd would read differently is refused."""
+    profile = load_profile("4x-threadripper").with_recipe("k64-published")
+    files = render_host_files(profile, PLATFORM)
+    assert "NCCL_P2P_DISABLE" not in files[nccl.ENGINE_ENV_FILE] + files[nccl.NCCL_CONF]
+    unit = render_unit(profile)
+    assert unit.index("--env-file /etc/rigforge/engine.env") < unit.index("-e NCCL_P2P_DISABLE=1")
+    with pytest.raises(ProfileError, match="NCCL_DEBUG='\"INFO\"': systemd and docker would read this value"):
+        _files("2x-pix", nccl={"env": {"NCCL_DEBUG": '"INFO"'}})
+    ok = _files("2x-pix", nccl={"env": {"NCCL_ALGO": "a b=c,d"}})[nccl.ENGINE_ENV_FILE]
+    assert "NCCL_ALGO=a b=c,d\n" in ok
 
 
 def test_repository_file_per_distro_and_arch() -> None:

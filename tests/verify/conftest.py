@@ -4,9 +4,9 @@
     pytest --hosts=paramiko://sandbox-1 --ssh-config=.sandbox/ssh_config tests/verify
     pytest --hosts=local:// --profile 2x-pix tests/verify/test_gpus.py     # a machine never provisioned
 
-The profile is the one the rig records in /etc/rigforge/profile.json, loaded from this checkout's
-inventory/profiles (so a rig provisioned from an older profile shows up as a hash mismatch); ``--profile NAME``
-names it explicitly instead.
+The profile is the one the rig records in /etc/rigforge/profile.json, with the engine recipe the record names
+laid over it; ``--profile NAME`` names it explicitly instead (loaded from this checkout's inventory/profiles, with
+the recorded recipe when the profile has it).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ def profile(request: pytest.FixtureRequest, host) -> Profile:
     if name and not host.file(RECORD).exists:
         return load_profile(name)
     applied = request.getfixturevalue("applied")
+    recipe = (applied.get("recipe") or {}).get("name")
     name = name or applied["profile"]
-    if name == applied["profile"]:
-        return Profile.model_validate(applied["settings"])
-    return load_profile(name)
+    profile = Profile.model_validate(applied["settings"]) if name == applied["profile"] else load_profile(name)
+    return profile.with_recipe(recipe) if recipe in profile.engine.recipes else profile
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,271 @@
+"""Recipes role: try a rig's engine recipes one after the other, measured, and leave the rig as it was.
+
+For each recipe, the starting one first (the baseline the others are judged against): its image (built only
+when no image of its inputs is on the rig), its checkpoint (kept beside the others'), its unit, the health wait,
+then the smoke bench — sanity probes and the profile's cells — recorded in the bench history with the recipe's
+name. A recipe that does not come up, gives wrong output or an error, or logs a known failure of severity
+``fail`` is disqualified with the reason, and the next one is tried. At the end the rig runs its starting recipe
+again; with ``--data keep=best`` it moves to the best one, only when that one is better than the start beyond
+the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG) lands in
+``results/<host>/recipes-<stamp>/`` and its table is printed.
+
+While it runs, ``/var/lib/rigforge/recipe-experiment.json`` says so; Ctrl-C or a lost connection leaves it, and
+the next deploy on the rig puts the starting recipe back (roles/takeover.py), saying so. The rig's own record of
+its recipe (/etc/rigforge/profile.json) changes only with keep=best.
+
+The trials run while the deploy executes, as nested operations (as the driver update's rollback does): what a
+trial does depends on how the one before ended. ``--dry`` prints what each recipe would need.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, deploy, operation
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+from pyinfra.api.exceptions import NestedOperationError
+
+from rigforge.bench_plan import results_root, run_stamp
+from rigforge.checks.known_failures import find_known_failures
+from rigforge.context import RunSettings, base_profile, current_recipe_choice
+from rigforge.engines import image_ref
+from rigforge.facts.logs import FailureLogs, KnownFailureLogs
+from rigforge.facts.weights import WeightsOnDisk
+from rigforge.known_failures import hit_line
+from rigforge.operations.docker import DockerImageId
+from rigforge.operations.files import managed_file
+from rigforge.operations.weights import GB, bytes_to_fetch, tool_command
+from rigforge.profile import Profile
+from rigforge.profile.loader import ProfileError
+from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
+from rigforge.recipes.plot import render_report_plot
+from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table
+from rigforge.render import header_text
+from rigforge.updates.comparison import RegressionPolicy
+from roles import base, bench, engine, images, service, weights
+from roles.weights import WEIGHTS_TOOL
+
+
+def trial_order(profile: Profile, start: str, wanted: list[str]) -> list[str]:
+    """The recipes to try, the starting one first (it is the baseline); an unknown name stops the run (pure).
+
+    + profile: the rig's profile, no recipe applied
+    + start: the recipe the rig runs now
+    + wanted: ``--data recipes=a,b`` as names; empty: all of the profile's
+    """
+    unknown = [name for name in wanted if name not in profile.engine.recipes]
+    if unknown:
+        raise ProfileError(f"--data recipes={','.join(wanted)}: no recipe {unknown[0]!r} in profile {profile.name}; "
+                           f"engine.recipes: {', '.join(profile.recipe_names)}")
+    names = wanted or profile.recipe_names
+    return [start, *(name for name in dict.fromkeys(names) if name != start)]
+
+
+@deploy("Recipes")
+def apply_recipes(settings: RunSettings) -> None:
+    """Try the recipes ``settings.recipes`` names (default: all), then leave the rig on its start (or the best)."""
+    profile = base_profile()
+    if not profile.engine.recipes:
+        raise ProfileError(f"profile {profile.name} defines no engine.recipes: nothing to try")
+    start = current_recipe_choice().name
+    assert start is not None
+    names = trial_order(profile, start, settings.recipe_list)
+    stamp = run_stamp(datetime.now(timezone.utc))
+    plans = {name: profile.with_recipe(name) for name in names}
+    for line in plan_lines(plans, start):
+        host.log(line)
+    checkpoints_fit(name="Check that every recipe's checkpoint fits on the disk", profiles=list(plans.values()))
+    bench.install_client(plans[start])
+    managed_file(name=f"Record the experiment in {EXPERIMENT_RECORD}", dest=EXPERIMENT_RECORD,
+                 content=experiment_record(profile, stamp, start, names, None))
+    try_recipes(name=f"Try {len(names)} recipes: {', '.join(names)}", profile=profile, names=names, start=start,
+                keep=settings.keep, stamp=stamp, results_dir=str(results_root()))
+
+
+def experiment_record(profile: Profile, stamp: str, start: str, names: list[str], trying: str | None) -> str:
+    """The experiment record's text (JSON, with the managed-by marker that lets a later run remove it)."""
+    record = {"_managed_by": header_text(profile), "stamp": stamp, "starting": start, "recipes": names,
+              "trying": trying}
+    return json.dumps(record, indent=1) + "\n"
+
+
+def plan_lines(plans: dict[str, Profile], start: str) -> list[str]:
+    """What each recipe needs on this rig before it can be measured: an image built or pulled, weights fetched."""
+    lines = []
+    for name, profile in plans.items():
+        needs = []
+        image = image_ref(profile) if profile.engine.native is None else None
+        if image and not host.get_fact(DockerImageId, ref=image):
+            needs.append(f"image {image} ({'build' if profile.engine.build else 'pull'})")
+        missing = bytes_to_fetch(profile.model, host.get_fact(WeightsOnDisk, path=profile.model.path))
+        if missing:
+            needs.append(f"{missing / GB:.1f} GB of weights into {profile.model.path}")
+        role = "start, measured first" if name == start else "then"
+        lines.append(f"recipes: {name} ({role}): {', '.join(needs) or 'nothing to fetch or build'}")
+    return lines
+
+
+@operation()
+def checkpoints_fit(profiles: list[Profile]):
+    """
+    Fail before the first trial unless every checkpoint still to fetch fits on the disk at once.
+
+    + profiles: the recipes' profiles (checkpoints with the same path counted once)
+
+    **Example:**
+
+    .. code:: python
+
+        checkpoints_fit(name="Check the checkpoints fit", profiles=[p.with_recipe(n) for n in names])
+    """
+    models = {profile.model.path: profile.model for profile in profiles}
+    need = sum(bytes_to_fetch(model, host.get_fact(WeightsOnDisk, path=path)) for path, model in models.items())
+    if not need:
+        host.noop(f"{len(models)} checkpoint(s) already on the rig")
+        return
+    root = posixpath.dirname(next(iter(models)).rstrip("/"))
+    yield tool_command("python3", WEIGHTS_TOOL, "check-space", "--path", root, "--need", need)
+
+
+# _set_in_op=False (as pyinfra's python.call): the trials' operations, called while this one executes, run as
+# nested operations, executed at once.
+@operation(is_idempotent=False, _set_in_op=False)
+def try_recipes(profile: Profile, names: list[str], start: str, keep: str, stamp: str, results_dir: str):
+    """
+    Try each recipe in turn, write the report, and put the starting (or with keep=best the best) recipe back.
+
+    + profile: the rig's profile, no recipe applied
+    + names: the recipes to try, the starting one first
+    + start: the recipe the rig runs now
+    + keep: ``start`` or ``best``
+    + stamp: the experiment's UTC stamp
+    + results_dir: the controller's results folder
+
+    **Example:**
+
+    .. code:: python
+
+        try_recipes(name="Try recipes", profile=p, names=["wiki", "marlin"], start="wiki", keep="start",
+                    stamp="20261125T101500Z", results_dir="results")
+    """
+    if not state.is_executing:
+        host.noop("the recipes are tried when the deploy executes; planning measures nothing")
+        return
+    arguments = host.current_op_global_arguments or {}
+    connector = {key: value for key, value in arguments.items() if key in CONNECTOR_ARGUMENT_KEYS}
+    outcome: dict[str, bool] = {}
+    yield FunctionCommand(_experiment, (profile, names, start, keep, stamp, Path(results_dir), connector,
+                                        outcome), {})
+    yield FunctionCommand(_outcome, (outcome,), {})
+
+
+def _outcome(state: Any, host: Any, outcome: dict[str, bool]) -> bool:
+    del state, host
+    return outcome.get("ok", False)
+
+
+def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp: str, results_dir: Path,
+                connector: dict[str, Any], outcome: dict[str, bool]) -> None:
+    # No (state, host) parameters: pyinfra runs this with the host in context, so the operations it calls
+    # execute at once as nested operations. The verdict goes to ``_outcome``, whose return value pyinfra reads.
+    trials = []
+    for name in host.loop(names):
+        managed_file(name=f"Record the trial of {name}", dest=EXPERIMENT_RECORD,
+                     content=experiment_record(profile, stamp, start, names, name))
+        trials.append(try_recipe(profile.with_recipe(name), results_dir, connector))
+        host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trials[-1].disqualified}" if trials[-1].disqualified
+                                        else f"measured ({trials[-1].run_dir})"),
+                 logger.warning if trials[-1].disqualified else logger.info)
+    report = build_report(trials, start, RegressionPolicy.from_profile(profile.with_recipe(start)))
+    folder = write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
+    for line in report_table(report):
+        host.log(line)
+    final = report.best if keep == "best" and report.best else start
+    settle(profile, final, start, stamp)
+    kept = f"kept {final}, better than {start} beyond noise" if final != start else f"back on {start}"
+    host.log(f"recipes: {len(report.passed)} of {len(trials)} measured, "
+             f"{len(trials) - len(report.passed)} disqualified; {kept}; report in {folder}")
+    outcome["ok"] = bool(report.passed)
+
+
+def settle(profile: Profile, final: str, start: str, stamp: str) -> None:
+    """Serve ``final`` as the rig's recipe (removing the experiment record); record it when it is not the start."""
+    chosen = profile.with_recipe(final)
+    if final != start:
+        base.record_profile(chosen, RecipeChoice(final, f"keep=best (recipe experiment {stamp})"))
+    weights.apply_weights(chosen)
+    images.apply_images(chosen)
+    engine.apply_engine(chosen)
+    service.apply_service(chosen, settled=True)
+
+
+def try_recipe(profile: Profile, results_dir: Path, connector: dict[str, Any]) -> Trial:
+    """Switch the rig to one recipe, wait until healthy, bench it, and judge it (disqualified, or measured)."""
+    name = profile.engine.recipe or ""
+    recipe = profile.engine.recipes[name]
+    about = {"recipe": name, "description": recipe.description, "source": recipe.source,
+             "claims": tuple(claim.model_dump(mode="json") for claim in recipe.claims)}
+    window = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    for step, role in (("its weights", weights.apply_weights), ("its image", images.apply_images),
+                       ("its engine", engine.apply_engine)):
+        try:
+            role(profile)
+        except NestedOperationError:
+            return Trial(**about, disqualified=f"could not get {step} onto the rig (see the error above)")
+    try:
+        service.apply_service(profile, settled=False)
+    except NestedOperationError:
+        return Trial(**about, disqualified="did not come up: " + failure_reason(window, "no known failure in its "
+                                                                                  "journal; see its last lines above"))
+    measured = bench.measure(host, profile, results_dir, connector, stop_on_wrong_output=True)
+    run_dir = str(measured.local.run_dir)
+    if measured.result is None:
+        return Trial(**about, run_dir=run_dir, disqualified=f"the bench client exited {measured.exit_status} "
+                                                              "without a result")
+    bench.write_reports(measured.result, bench.judge(measured.result, ()), measured.local)
+    wrong = wrong_output(measured.result)
+    known = failure_reason(window, "")
+    reason = wrong or (f"logged a known failure: {known}" if known else "")
+    return Trial(**about, result=measured.result, run_dir=run_dir, disqualified=reason)
+
+
+def wrong_output(result: dict[str, Any]) -> str:
+    """Why a bench result is not a number to keep: a failed probe (wrong output), a failed cell or check; "" if none."""
+    for probe in result.get("sanity", {}).get("probes", []):
+        if not probe["passed"]:
+            return f"wrong output: {probe['name']}: {probe['detail']}"
+    failed = result.get("failed_checks") or []
+    if failed:
+        return f"failed checks: {', '.join(failed[:4])}"
+    bad = [cell for cell in result.get("cells", []) if cell.get("status") != "ok"]
+    if bad:
+        return f"cell C={bad[0]['concurrency']} in={bad[0]['input_tokens']} failed: {bad[0].get('reason')}"
+    return ""
+
+
+def failure_reason(window: str, otherwise: str) -> str:
+    """The first known failure of severity fail in the engine's journal since its last start (the recipe under
+    trial: the one before may have logged its own until it stopped) or the kernel log since ``window``."""
+    logs = FailureLogs(kernel=host.get_fact(KnownFailureLogs, since=window).kernel,
+                       engine=host.get_fact(KnownFailureLogs).engine)
+    hits = [hit for hit in find_known_failures(logs) if hit.signature.get("severity") == "fail"]
+    if not hits:
+        return otherwise
+    return f"{hit_line(hits[0])} (journal: {hits[0].line})"
+
+
+def write_report(report: Any, folder: Path, host_name: str, stamp: str) -> Path:
+    """report.json, report.md and report.png in ``folder`` (each written whole, then renamed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (("report.json", json.dumps(report_json(report, host_name, stamp), indent=1) + "\n"),
+                       ("report.md", report_markdown(report, host_name, stamp))):
+        temporary = folder / f".{name}.new"
+        temporary.write_text(text)
+        temporary.replace(folder / name)
+    render_report_plot(report, folder / "report.png", f"{host_name} recipes {stamp}")
+    return folder

@@ -1,0 +1,231 @@
+"""Engine recipes: how they overlay the profile, bad ones refused before any connection, which one a rig runs,
+and the experiment report's verdicts on recorded bench results (tests/fixtures/recipes/, real runs)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rigforge.facts.recipes import parse_recipe_state
+from rigforge.profile.loader import ProfileError, load_profile
+from rigforge.recipes.choice import DEFAULT, Experiment, RecipeState, choose_recipe, recipe_cells
+from rigforge.recipes.report import (
+    BETTER,
+    DISQUALIFIED,
+    NOT_BETTER,
+    SLOWER,
+    START,
+    Trial,
+    build_report,
+    claims_table,
+    report_json,
+    report_markdown,
+    report_table,
+)
+from rigforge.updates.comparison import RegressionPolicy
+from roles.recipes import trial_order, wrong_output
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recipes"
+
+
+def recorded(recipe: str) -> dict[str, Any]:
+    return json.loads((RECORDED / f"result-{recipe}.json").read_text())
+
+
+# --- overlays ---------------------------------------------------------------------------------------------------
+
+def test_a_recipe_overlays_flags_key_by_key_and_null_removes_one() -> None:
+    profile = load_profile("4x-threadripper", {"engine": {"recipes": {"wiki": {"flags": {
+        "--max-num-seqs": 64, "--enable-chunked-prefill": None}}}}})
+    base, recipe = profile.engine.flags, profile.with_recipe("wiki").engine.flags
+    assert recipe["--max-num-seqs"] == 64 and "--enable-chunked-prefill" not in recipe
+    assert {k: v for k, v in base.items() if k not in ("--max-num-seqs", "--enable-chunked-prefill")}.items() \
+        <= recipe.items()
+
+
+def test_replace_starts_a_mapping_empty_and_a_published_image_drops_the_build() -> None:
+    profile = load_profile("4x-threadripper").with_recipe("k64-published")
+    assert profile.engine.build is None and profile.engine.image == "verdictai/vllm-blackwell-k64:latest"
+    assert "--max-num-seqs" not in profile.engine.flags  # the wiki's, not the K64 post's
+    assert profile.engine.env == {"NCCL_P2P_DISABLE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    assert profile.engine.docker is not None and profile.engine.docker.shm_size == "32g"
+    assert profile.engine.docker.ipc == "host"  # the rest of docker is the profile's
+    assert profile.model.repo_id == "Sehyo/Qwen3.5-397B-A17B-NVFP4"
+    assert profile.model.revision == "main" and profile.model.allow_patterns  # the rest of model too
+
+
+def test_another_engine_keeps_the_build_stack_but_not_the_flags() -> None:
+    profile = load_profile("2x-pix").with_recipe("vllm-mtp1")
+    assert profile.engine.kind == "vllm" and profile.engine.command[-1] == "vllm.entrypoints.openai.api_server"
+    assert profile.engine.build is not None and profile.engine.build.dockerfile == "vllm"
+    assert "B12X_VERSION" not in profile.engine.build.args  # removed with null
+    assert profile.engine.build.args["TORCH_PIN"] == "torch==2.11.*"  # the stack's, inherited
+    assert "--moe-runner-backend" not in profile.engine.flags and "SGLANG_ENABLE_SPEC_V2" not in profile.engine.env
+
+
+def test_each_recipe_is_checkpoint_aware_and_recorded_in_the_profile_it_makes() -> None:
+    profile = load_profile("4x-threadripper")
+    paths = {name: profile.with_recipe(name).model.path for name in profile.recipe_names}
+    assert len(set(paths.values())) == 3  # three checkpoints of one model, side by side
+    assert all(profile.with_recipe(name).engine.recipe == name for name in profile.recipe_names)
+    assert profile.recipe_names[0] == profile.engine.recipe == "wiki"
+
+
+# --- bad recipes: one line naming the file and field, before any connection -------------------------------------
+
+BAD = [
+    ({"engine": {"recipe": "fastest"}}, "host data 'profile_overrides': engine.recipe:",
+     "not one of engine.recipes (wiki, wiki-k64"),
+    ({"engine": {"recipes": {"wiki": {"boot": {"kernel_params": []}}}}}, "engine.recipes.wiki.boot:",
+     "unknown setting; allowed here: build, claims, command"),
+    ({"engine": {"recipes": {"wiki": {"nccl": {"env": {}}}}}}, "engine.recipes.wiki.nccl:", "unknown setting"),
+    ({"engine": {"recipes": {"marlin": {"flags": {"--tp": 2}}}}}, "engine.recipes.marlin:",
+     "--tensor-parallel-size and --tp in engine.flags name the same option"),
+    ({"engine": {"recipes": {"wiki": {"flags": {"--max-num-seq": 64}}}}}, "engine.recipes.wiki:",
+     "name the same option (the engine keeps the last one given)"),
+    ({"engine": {"recipes": {"marlin": {"model": {"path": "relative"}}}}}, "engine.recipes.marlin.model.path:",
+     "should match pattern"),
+    ({"engine": {"recipes": {"wiki": {"flags": {"--model": "/x"}}}}}, "engine.recipes.wiki",
+     "must not set --model"),
+    ({"engine": {"recipes": {"wiki": {"docker": {"shm_size": "8 GB"}}}}}, "engine.recipes.wiki.docker.shm_size:",
+     "should match pattern"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "where", "words"), BAD, ids=[case[1] for case in BAD])
+def test_a_bad_recipe_is_refused_naming_the_field(overrides: dict, where: str, words: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_profile("4x-threadripper", overrides)
+    first = str(caught.value).split(" (+", 1)[0]
+    assert where in first and words in first, first
+
+
+def test_a_flag_given_twice_in_yaml_is_refused_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "rig.yaml").write_text((Path("inventory/profiles/sandbox.yaml")).read_text().replace(
+        "flags: {--rope-freq-base: 10}", "flags: {--rope-freq-base: 10, --rope-freq-base: 20}"))
+    for name in ("base.yaml",):
+        (tmp_path / name).write_text((Path("inventory/profiles") / name).read_text())
+    with pytest.raises(ProfileError, match=r"rig.yaml: invalid YAML: line \d+: duplicate key '--rope-freq-base'"):
+        load_profile("rig", profiles_dir=tmp_path)
+
+
+# --- which recipe a rig runs ------------------------------------------------------------------------------------
+
+def test_the_switch_the_record_and_the_default() -> None:
+    profile = load_profile("sandbox")
+    nothing = RecipeState()
+    assert choose_recipe(profile, None, nothing).name == "default"
+    assert choose_recipe(profile, None, nothing).chosen_by == DEFAULT
+    switched = choose_recipe(profile, "one-slot", RecipeState("default", DEFAULT))
+    assert (switched.name, switched.chosen_by, switched.switches) == ("one-slot", "--data recipe=one-slot", True)
+    kept = choose_recipe(profile, None, RecipeState("one-slot", "--data recipe=one-slot"))
+    assert (kept.name, kept.chosen_by, kept.switches) == ("one-slot", "--data recipe=one-slot", False)
+    gone = choose_recipe(profile, None, RecipeState("renamed-since", "--data recipe=renamed-since"))
+    assert gone.name == "default" and gone.switches
+    with pytest.raises(ProfileError, match=r"--data recipe=fast: no such recipe in profile sandbox; "
+                                           r"engine.recipes: default, one-thread, one-slot"):
+        choose_recipe(profile, "fast", nothing)
+
+
+def test_the_table_row_says_what_happens_to_the_recipe() -> None:
+    profile = load_profile("sandbox")
+    kept = choose_recipe(profile, None, state := RecipeState("one-slot", "--data recipe=one-slot"))
+    assert recipe_cells(kept, state) == ("one-slot (--data recipe=one-slot)", "keep one-slot",
+                                         "the rig's record; the profile's default is default (--data recipe=default "
+                                         "moves it there)")
+    cut = RecipeState("default", DEFAULT, Experiment("20261125T101500Z", "default", "rope-broken"))
+    assert recipe_cells(choose_recipe(profile, None, cut), cut)[1:] == (
+        "put default back", "a cut experiment leaves the rig on its starting recipe")
+
+
+def test_the_rigs_records_are_parsed_from_the_fact_output() -> None:
+    record = json.dumps({"_managed_by": "x", "recipe": {"name": "one-slot", "chosen_by": "--data recipe=one-slot"}})
+    experiment = json.dumps({"stamp": "20261125T101500Z", "starting": "default", "trying": "no-start"})
+    state = parse_recipe_state(f"## profile\n{record}\n## experiment\n{experiment}\n")
+    assert state == RecipeState("one-slot", "--data recipe=one-slot",
+                                Experiment("20261125T101500Z", "default", "no-start"))
+    assert parse_recipe_state("## profile\n\n## experiment\n") == RecipeState()
+    assert parse_recipe_state("## profile\n{not json\n## experiment\n").recorded is None
+
+
+def test_the_trial_order_starts_with_the_starting_recipe() -> None:
+    profile = load_profile("sandbox")
+    assert trial_order(profile, "one-slot", []) == ["one-slot", "default", "one-thread", "small-batch",
+                                                     "rope-broken", "no-start"]
+    assert trial_order(profile, "default", ["one-thread", "default"]) == ["default", "one-thread"]
+    with pytest.raises(ProfileError, match="--data recipes=fast: no recipe 'fast' in profile sandbox"):
+        trial_order(profile, "default", ["fast"])
+
+
+# --- the report's verdicts, on recorded bench results ------------------------------------------------------------
+
+POLICY = RegressionPolicy.from_profile(load_profile("sandbox"))
+
+
+def trial(recipe: str, result: dict[str, Any] | None = None, disqualified: str = "") -> Trial:
+    claims = tuple(claim.model_dump(mode="json") for claim in load_profile("sandbox").engine.recipes[recipe].claims)
+    return Trial(recipe, f"{recipe} (description)", "a source", result, f"results/x/{recipe}", disqualified, claims)
+
+
+def scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Every decode and output number of every repeat multiplied by ``factor``."""
+    copied = copy.deepcopy(result)
+    for cell in copied["cells"]:
+        for block in {id(block): block for block in [*cell["repeats"], cell["metrics"]] if block}.values():
+            block["decode_tps_per_user"]["median"] *= factor
+            block["output_throughput"] *= factor
+    return copied
+
+
+def test_verdicts_on_recorded_results() -> None:
+    default = recorded("default")
+    report = build_report([
+        trial("default", default),
+        trial("one-thread", scaled(default, 0.5)),           # slower in every repeat: a regression
+        trial("small-batch", scaled(default, 2.0)),          # twice as fast in every repeat: better beyond noise
+        trial("one-slot", default),                          # the same numbers: not better beyond noise
+        trial("rope-broken", recorded("rope-broken"), "wrong output: probe_capital: ' A: A: A: A:'"),
+        trial("no-start", None, "did not come up: known failure llama-flag-out-of-range (fail): …"),
+    ], "default", POLICY)
+    verdicts = {verdict.recipe: verdict.verdict for verdict in report.verdicts}
+    assert verdicts == {"default": START, "one-thread": SLOWER, "small-batch": BETTER, "one-slot": NOT_BETTER,
+                        "rope-broken": DISQUALIFIED, "no-start": DISQUALIFIED}
+    assert report.best == "small-batch"
+    assert report.passed == ("default", "one-thread", "small-batch", "one-slot")
+
+
+def test_no_best_without_a_gain_beyond_noise_and_the_real_run_judged() -> None:
+    default, one_thread, small_batch = recorded("default"), recorded("one-thread"), recorded("small-batch")
+    report = build_report([trial("default", default), trial("one-thread", one_thread),
+                           trial("small-batch", small_batch)], "default", POLICY)
+    assert {verdict.recipe for verdict in report.verdicts if verdict.verdict == BETTER} <= {"one-thread",
+                                                                                           "small-batch"}
+    alone = build_report([trial("default", default), trial("one-slot", default)], "default", POLICY)
+    assert alone.best is None and "Best: none better beyond noise than default" in report_markdown(alone, "h", "s")
+
+
+def test_the_table_claims_and_json_name_every_recipe() -> None:
+    default = recorded("default")
+    report = build_report([trial("default", default), trial("rope-broken", None, "wrong output: probe_capital: x"),
+                           trial("no-start", None, "did not come up: known failure llama-flag-out-of-range (fail): "
+                                                   "the value; fix: set it (journal: OverflowError)")],
+                          "default", POLICY)
+    table = report_table(report)
+    assert table[0] == "| recipe | C=1 in=128 | C=2 in=128 | verdict against default |"
+    assert table[4].endswith("| disqualified: did not come up: known failure llama-flag-out-of-range (fail): "
+                             "the value |")
+    claims = claims_table(report)
+    assert claims[2].startswith("| default | 85 decode tok/s (C=1) | greedy decode of one request")
+    data = report_json(report, "host", "stamp")
+    assert [entry["recipe"] for entry in data["recipes"]] == ["default", "rope-broken", "no-start"]
+    assert data["recipes"][2]["disqualified"].endswith("(journal: OverflowError)")
+
+
+def test_wrong_output_names_the_probe() -> None:
+    assert wrong_output(recorded("rope-broken")).startswith(
+        "wrong output: probe_capital: 'Q: What is the capital of France?\\nA:' -> ' A: A: A:")
+    assert wrong_output(recorded("default")) == ""
