@@ -93,8 +93,7 @@ def tightened(result: dict[str, Any], max_spread_percent: float) -> dict[str, An
         spread = spread_percent(values) or 0.0
         if spread <= max_spread_percent:
             continue
-        # A hair under the bound: shrinking to exactly it can land a rounding error above (50.000000000000014).
-        middle, shrink = statistics.median(values), max_spread_percent / spread * 0.999
+        middle, shrink = statistics.median(values), max_spread_percent / spread
         for block in cell["repeats"]:
             value = block["decode_tps_per_user"]["median"]
             block["decode_tps_per_user"]["median"] = middle + (value - middle) * shrink
