@@ -144,6 +144,7 @@ def native_lines(profile: Profile) -> list[Line]:
             f"engine.flags {', '.join(unknown)} are not known to the llama.cpp launcher "
             f"(known: {', '.join(sorted(LAUNCHER_FLAGS))})"
         )
+    check_chat_template_flags(profile.engine.flags)
     return [
         [f"{LLAMA_VENV}/bin/python", LAUNCHER_PATH],
         *engine_lines(profile)[:4],
@@ -153,6 +154,21 @@ def native_lines(profile: Profile) -> list[Line]:
         *flag_lines(profile.engine.flags),
         *([launcher_key_flag()] if needs_api_key(profile) else []),
     ]
+
+
+def check_chat_template_flags(flags: dict[str, Any]) -> None:
+    """A llama.cpp built-in template name (``--chat-template: gemma``) needs ``--no-jinja: true``.
+
+    With Jinja on, llama.cpp takes the value as a Jinja template's text, so a name renders as itself: every
+    chat prompt becomes the word ``gemma`` (seen on xllamacpp 2026.10.11549's /apply-template).
+    """
+    template = flags.get("--chat-template")
+    if isinstance(template, str) and "{" not in template and flags.get("--no-jinja") is not True:
+        raise EngineConfigError(
+            f"engine.flags --chat-template {template!r} names a llama.cpp built-in template, which applies only "
+            "with --no-jinja: true (with Jinja on, llama.cpp would send the name itself as every chat prompt); "
+            "add --no-jinja: true, or give the template's Jinja text"
+        )
 
 
 def container_lines(profile: Profile, name: str = CONTAINER_NAME,

@@ -257,6 +257,9 @@ class Model(StrictModel):
     local_path: SafeText | None = None  # on the machine running pyinfra
     # huggingface source: the Hub's address (a site's Hub proxy or mirror); None: huggingface_hub's default.
     hf_endpoint: HttpUrl | None = None
+    # Post-trained to answer in its chat format: the bench's chat probes judge its answers; a base model's
+    # chat probes check the chat path only (template, turn markers, usage, streaming).
+    chat_tuned: bool
 
     @model_validator(mode="after")
     def _source_has_location(self) -> Model:

@@ -37,10 +37,13 @@ LAUNCHER_FLAGS: dict[str, tuple[str, type]] = {
     "--slots": ("endpoint_slots", bool),
     "--no-warmup": ("warmup", bool),
     "--rope-freq-base": ("rope_freq_base", float),
+    # A llama.cpp built-in template name (gemma, chatml, ...) or a Jinja template's text; names need --no-jinja.
+    "--chat-template": ("chat_template", str),
+    "--no-jinja": ("use_jinja", bool),
 }
 
 #: Boolean flags that switch a default off rather than on.
-_NEGATED = {"--no-warmup"}
+_NEGATED = {"--no-warmup", "--no-jinja"}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
