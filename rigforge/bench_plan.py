@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rigforge.api_key import KEY_FILE, needs_api_key
 from rigforge.bench.__main__ import EXIT_CHECKS_FAILED, EXIT_OK
 from rigforge.bench.config import config_from_dict
 from rigforge.engines import REMOTE_LIB_DIR, image_ref
@@ -157,13 +158,21 @@ def run_metadata(profile: Profile, host_name: str, versions: RigVersions) -> dic
     return metadata
 
 
+def reasoning_parser(profile: Profile) -> bool:
+    """Whether the engine splits a model's reasoning out of its answers (``--reasoning-parser`` in its flags)."""
+    return profile.engine.flags.get("--reasoning-parser") not in (None, False)
+
+
 def bench_config(profile: Profile, metadata: dict[str, Any], stop_on_wrong_output: bool = False) -> dict[str, Any]:
     """The client's config for this profile, checked by the client's own validator before it travels.
 
     + stop_on_wrong_output: measure no cell once a probe answered wrong (the recipes experiment)
 
-    The completions endpoint is used for every engine: ``ignore_eos`` and ``usage`` behave the same
-    there, and no chat template can add tokens the profile did not ask for.
+    The main grid uses the completions endpoint for every engine: ``ignore_eos`` and ``usage`` behave the
+    same there, and no chat template can add tokens the profile did not ask for. ``bench.extra_cells``
+    measure other kinds beside it (chat, thinking on or off). The chat probes judge the answers of a
+    chat-tuned model (``model.chat_tuned``), only the chat path of a base one; with thinking off and on
+    where the engine runs a reasoning parser.
     """
     bench = profile.bench
     config = config_from_dict({
@@ -176,8 +185,13 @@ def bench_config(profile: Profile, metadata: dict[str, Any], stop_on_wrong_outpu
         "cell_seconds": bench.cell_seconds,
         "warmup_requests": bench.warmup_requests,
         "repeats": bench.repeats,
+        "chat_probes": "answer" if profile.model.chat_tuned else "path",
+        "reasoning_parser": reasoning_parser(profile),
+        "extra_cells": [cells.model_dump() for cells in bench.extra_cells],
         "stop_on_wrong_output": stop_on_wrong_output,
         "metadata": metadata,
+        # The client reads the key on the rig; it never travels in the config.
+        "api_key_file": KEY_FILE if needs_api_key(profile) else None,
     })
     return config.as_dict()
 
@@ -219,11 +233,14 @@ def client_command(paths: HostRunPaths) -> str:
     """The shell command that runs the client on the rig and echoes its exit status after it.
 
     ``cd /`` keeps a stray ``rigforge`` folder in the login directory off ``sys.path``; unbuffered
-    output lets each cell's progress line arrive as it is printed.
+    output lets each cell's progress line arrive as it is printed; ``--syslog`` puts the failure lines in the
+    rig's journal, where the known-failure readers look, and ``journalctl --sync`` returns once journald has
+    stored them (so the bench role's own read right after finds them; nothing happens without journald).
     """
     return (
         f"cd / && PYTHONPATH={shlex.quote(REMOTE_LIB_DIR)} PYTHONUNBUFFERED=1 python3 -m rigforge.bench "
-        f"--config {shlex.quote(paths.config)} --out {shlex.quote(paths.result)}; echo {EXIT_MARKER}$?"
+        f"--config {shlex.quote(paths.config)} --out {shlex.quote(paths.result)} --syslog; status=$?; "
+        f"journalctl --sync >/dev/null 2>&1; echo {EXIT_MARKER}$status"
     )
 
 

@@ -1,13 +1,14 @@
 """The known failures of every rig of an inventory, from their logs, as one table. Read-only.
 
     python -m rigforge.doctor inventory/rig2x.py                 # kernel log since boot, engine since its start
-    python -m rigforge.doctor inventory/rig2x.py --since -2h     # both logs over a window (journalctl --since)
+    python -m rigforge.doctor inventory/rig2x.py --since -2h     # the logs over a window (journalctl --since)
     python -m rigforge.doctor inventory/rig2x.py --limit rig2x-a
 
 It runs ``pyinfra -y INVENTORY deploys/doctor.py`` (the inventory's own connections: host-key checks,
-sudo, sandbox hosts alike), which reads each rig's kernel log and engine journal with one command and
-takes no lock. Each rig gets its rows (or ``none``); exit 1 when a rig shows a failure (fail or blocking)
-or could not be read, 0 when all are clean or show only warnings.
+sudo, sandbox hosts alike), which reads each rig's kernel log, engine journal and the smoke bench's failure
+lines (in the journal as ``rigforge-bench``) with one command and takes no lock. Each rig gets its rows (or
+``none``); exit 1 when a rig shows a failure (fail or blocking) or could not be read, 0 when all are clean or
+show only warnings.
 """
 
 from __future__ import annotations
@@ -77,9 +78,9 @@ def table_rows(hosts: list[str], records: dict[str, dict[str, Any]]) -> list[str
             rows.append(f"| {name} | - | not read (see pyinfra's output above) | - | - | - | - |")
             continue
         if not record["hits"]:
-            rows.append(f"| {name} | kernel, engine | none | - | - | - | - |")
+            rows.append(f"| {name} | kernel, engine, bench | none | - | - | - | - |")
         for hit in record["hits"]:
-            log = "kernel" if hit["where"] == "kernel" else "engine"
+            log = {"kernel": "kernel", "bench": "bench"}.get(hit["where"], "engine")
             rows.append(f"| {name} | {log} | {hit['id']} | {hit['severity']} | {hit['count']} | "
                         f"`{_cell(hit['line'])}` | {_cell(hit['cause'])}: {_cell(hit['fix'])} |")
     return rows
@@ -103,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rigforge.doctor", description=__doc__.splitlines()[0])
     parser.add_argument("inventory", type=Path, help="pyinfra inventory file (e.g. inventory/rig2x.py)")
     parser.add_argument("--since", default=None,
-                        help="journalctl --since window for both logs (-2h, '2026-11-24 03:00'); "
-                             "default: kernel log since boot, engine journal since its last start")
+                        help="journalctl --since window for every log (-2h, '2026-11-24 03:00'); default: kernel "
+                             "log since boot, engine journal and bench lines since the engine's last start")
     parser.add_argument("--limit", action="append", default=[], help="only this rig (repeatable)")
     args = parser.parse_args(argv)
     if not args.inventory.is_file():
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     records = parse_records(run.stdout)
     if run.returncode != 0 or set(hosts) - set(records):
         sys.stderr.write(run.stderr[-6000:])  # pyinfra's own words on what it could not reach
-    window = f"since {args.since}" if args.since else "kernel log since boot, engine journal since its last start"
+    window = (f"since {args.since}" if args.since
+              else "kernel log since boot, engine journal and bench lines since the engine's last start")
     print(f"rigforge doctor: {args.inventory} ({window})", flush=True)
     print(render_table(hosts, records), flush=True)
     return verdict_status(hosts, records)

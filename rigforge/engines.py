@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rigforge.api_key import KeyedCommandError, container_key_mounts, keyed_command, launcher_key_flag, needs_api_key
 from rigforge.profile import Profile
 from rigforge.profile.recipes import RIGFORGE_FLAGS
 from rigforge.remote.llama_launcher import LAUNCHER_FLAGS
@@ -143,6 +144,7 @@ def native_lines(profile: Profile) -> list[Line]:
             f"engine.flags {', '.join(unknown)} are not known to the llama.cpp launcher "
             f"(known: {', '.join(sorted(LAUNCHER_FLAGS))})"
         )
+    check_chat_template_flags(profile.engine.flags)
     return [
         [f"{LLAMA_VENV}/bin/python", LAUNCHER_PATH],
         *engine_lines(profile)[:4],
@@ -150,7 +152,23 @@ def native_lines(profile: Profile) -> list[Line]:
         ["--parallel", str(native.parallel)],
         ["--ctx-size", str(native.context)],
         *flag_lines(profile.engine.flags),
+        *([launcher_key_flag()] if needs_api_key(profile) else []),
     ]
+
+
+def check_chat_template_flags(flags: dict[str, Any]) -> None:
+    """A llama.cpp built-in template name (``--chat-template: gemma``) needs ``--no-jinja: true``.
+
+    With Jinja on, llama.cpp takes the value as a Jinja template's text, so a name renders as itself: every
+    chat prompt becomes the word ``gemma`` (seen on xllamacpp 2026.10.11549's /apply-template).
+    """
+    template = flags.get("--chat-template")
+    if isinstance(template, str) and "{" not in template and flags.get("--no-jinja") is not True:
+        raise EngineConfigError(
+            f"engine.flags --chat-template {template!r} names a llama.cpp built-in template, which applies only "
+            "with --no-jinja: true (with Jinja on, llama.cpp would send the name itself as every chat prompt); "
+            "add --no-jinja: true, or give the template's Jinja text"
+        )
 
 
 def container_lines(profile: Profile, name: str = CONTAINER_NAME,
@@ -189,11 +207,20 @@ def container_lines(profile: Profile, name: str = CONTAINER_NAME,
 
 
 def docker_lines(profile: Profile) -> list[Line]:
-    """The engine's container: ``docker run`` flags, the image, the engine command and its flags."""
-    lines = container_lines(profile)
-    if profile.engine.command:
-        lines.append(list(profile.engine.command))
-    return lines + engine_lines(profile)
+    """The engine's container: ``docker run`` flags, the image, the engine command and its flags.
+
+    With an API key (rigforge/api_key.py) the key file and the entry script are mounted read-only, and the
+    entry runs the engine's module with the key.
+    """
+    keyed = needs_api_key(profile)
+    *lines, image = container_lines(profile)
+    lines += container_key_mounts(REMOTE_LIB_DIR) if keyed else []
+    command = list(profile.engine.command)
+    try:
+        command = keyed_command(command) if keyed else command
+    except KeyedCommandError as error:
+        raise EngineConfigError(str(error)) from None
+    return [*lines, image, *([command] if command else []), *engine_lines(profile)]
 
 
 def launch_command(profile: Profile) -> list[Line]:

@@ -15,8 +15,9 @@ HostEntry = tuple[str, dict[str, Any]]
 #: Host data an inventory entry may add beyond the SSH settings.
 _ALLOWED_HOST_DATA = {"_sudo", "_sudo_user", "_sudo_password", "ssh_known_hosts_file", "ssh_config_file",
                       "ssh_password", "allow_reboot", "skip_preflight", "bench", "probe", "verify_weights",
-                      # a file on the machine running pyinfra holding the Hugging Face token (first line)
-                      "hf_token_file", "probe_python", "break_lock"}
+                      # files on the machine running pyinfra holding the Hugging Face token, the engine's API key
+                      # (first line of each)
+                      "hf_token_file", "api_key_file", "probe_python", "break_lock"}
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
 

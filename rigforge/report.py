@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rigforge.bench.config import COMPLETIONS, CellKind, cell_where
+
 DASH = "–"
 
 
@@ -70,10 +72,12 @@ def as_floor(item: Any) -> Floor:
     )
 
 
-def find_cell(result: Mapping[str, Any], concurrency: int, input_tokens: int) -> Mapping[str, Any] | None:
-    """The measured cell for (concurrency, input_tokens), if the run had one."""
+def find_cell(result: Mapping[str, Any], concurrency: int, input_tokens: int,
+              kind: CellKind = COMPLETIONS) -> Mapping[str, Any] | None:
+    """The measured cell of ``kind`` (default: a completion cell, what floors name) for (concurrency,
+    input_tokens), if the run had one."""
     for cell in result.get("cells", []):
-        if cell["concurrency"] == concurrency and cell["input_tokens"] == input_tokens:
+        if (cell["concurrency"], cell["input_tokens"], CellKind.of(cell)) == (concurrency, input_tokens, kind):
             return cell
     return None
 
@@ -114,7 +118,7 @@ def judge(result: Mapping[str, Any], floors: Sequence[Any]) -> Verdict:
     ]
     for cell in result.get("cells", []):
         if cell["status"] != "ok":
-            where = f"cell C={cell['concurrency']} in={cell['input_tokens']}"
+            where = f"cell {cell_where(cell)}"
             lines.append(VerdictLine(where, False, f"failed: {cell.get('reason')}"))
     if not result.get("cells"):
         lines.append(VerdictLine("cells", False, "the result holds no cells"))
@@ -170,10 +174,20 @@ def render_markdown(result: Mapping[str, Any]) -> str:
     lines.append(f"- run: {result.get('started')} → {result.get('finished')}")
     for probe in result.get("sanity", {}).get("probes", []):
         lines.append(f"- sanity {probe['name']}: {'ok' if probe['passed'] else 'FAILED'} ({probe['detail']})")
-    lines += ["", TABLE_HEADER, _separator()]
-    lines += [table_row(cell) for cell in result.get("cells", [])]
+    for kind, cells in cells_by_kind(result).items():
+        if kind != COMPLETIONS:
+            lines += ["", f"{kind.label} cells ({kind.endpoint} endpoint, the server's chat template):"]
+        lines += ["", TABLE_HEADER, _separator(), *[table_row(cell) for cell in cells]]
     lines += ["", "Token counts are the server's usage.completion_tokens; chunks are streamed events with text."]
     return "\n".join(lines) + "\n"
+
+
+def cells_by_kind(result: Mapping[str, Any]) -> dict[CellKind, list[Mapping[str, Any]]]:
+    """The result's cells grouped by kind, completion cells first, each group in run order."""
+    groups: dict[CellKind, list[Mapping[str, Any]]] = {COMPLETIONS: []}
+    for cell in result.get("cells", []):
+        groups.setdefault(CellKind.of(cell), []).append(cell)
+    return {kind: cells for kind, cells in groups.items() if cells or kind == COMPLETIONS}
 
 
 def _separator() -> str:
@@ -190,20 +204,15 @@ def render_plot(result: Mapping[str, Any], png_path: Path) -> Path:
     FigureCanvasAgg(figure)
     per_user, system = figure.subplots(1, 2)
     ok_cells = [cell for cell in result.get("cells", []) if cell["status"] == "ok" and cell.get("metrics")]
-    for input_tokens in sorted({cell["input_tokens"] for cell in ok_cells}):
-        cells = sorted(
-            (cell for cell in ok_cells if cell["input_tokens"] == input_tokens), key=lambda c: c["concurrency"]
-        )
+    lines = sorted({(CellKind.of(cell) != COMPLETIONS, CellKind.of(cell).label, cell["input_tokens"])
+                    for cell in ok_cells})
+    for _, label, input_tokens in lines:
+        cells = sorted((cell for cell in ok_cells if cell["input_tokens"] == input_tokens
+                        and CellKind.of(cell).label == label), key=lambda c: c["concurrency"])
         concurrency = [cell["concurrency"] for cell in cells]
-        per_user.plot(
-            concurrency, [median_decode(cell["metrics"]) for cell in cells], marker="o", label=f"in={input_tokens}"
-        )
-        system.plot(
-            concurrency,
-            [cell["metrics"]["output_throughput"] for cell in cells],
-            marker="o",
-            label=f"in={input_tokens}",
-        )
+        name = f"in={input_tokens}" if label == COMPLETIONS.label else f"in={input_tokens} {label}"
+        per_user.plot(concurrency, [median_decode(cell["metrics"]) for cell in cells], marker="o", label=name)
+        system.plot(concurrency, [cell["metrics"]["output_throughput"] for cell in cells], marker="o", label=name)
     metadata = result.get("metadata") or {}
     title = " ".join(str(metadata[key]) for key in ("profile", "host", "engine") if key in metadata)
     levels = sorted({cell["concurrency"] for cell in ok_cells})

@@ -17,8 +17,9 @@ manifest), writes the run's config, runs ``python3 -m rigforge.bench`` with the 
 progress streamed into pyinfra's output, links ``latest.json``, downloads the raw JSON to
 ``results/<host>/<stamp>/`` with ``summary.md`` and ``plot.png``, prints the table and the verdict
 against the profile's floors, and fails the deploy when the client exits non-zero or the verdict fails. A
-failed bench then names the known failures the engine journal and kernel log of its window show (a MoE
-tile fallback explains a slow rig).
+failed bench then names the known failures the engine journal, kernel log and its own failure lines (the
+client sends them to the journal) show in its window: a MoE tile fallback explains a slow rig, a served chat
+template that is not the model's explains leaked turn markers.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pyinfra.api.state import State
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files
 
+from rigforge.bench.config import config_from_dict
 from rigforge.bench_plan import (
     HOST_RESULTS_DIR,
     RESULT_WRITTEN,
@@ -175,7 +177,7 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
     if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
         host.log(f"bench: could not write {paths.config}", logger.error)
         return Measured(stamp, None, None, local)
-    cells = len(config["concurrency"]) * len(config["input_tokens"])
+    cells = sum(len(levels) * len(lengths) for _, levels, lengths in config_from_dict(config).cell_grids())
     host.log(f"bench: {cells} cells of {config['cell_seconds']:g} s against {config['base_url']} (run {stamp})")
     _, output = host.run_shell_command(StringCommand(client_command(paths)), print_output=True, **connector)
     exit_status = parse_exit_status(output.stdout_lines)
@@ -217,14 +219,14 @@ def run_smoke_benchmark(
 def known_failure_lines(logs: FailureLogs, window: str) -> list[str]:
     """Why a bench may have failed, from the logs of its window: one line per known failure (or that none is).
 
-    + logs: the KnownFailureLogs fact read over the bench window (engine journal and kernel log)
+    + logs: the KnownFailureLogs fact read over the bench window (engine journal, kernel log, bench lines)
     + window: the window's start, as given to journalctl
 
     Example: a tile fallback in the journal gives ``bench: known failure moe-tile-fallback (warn): ...``.
     """
     hits = find_known_failures(logs)
     if not hits:
-        return [f"bench: no known failure in the engine journal or kernel log since {window}"]
+        return [f"bench: no known failure in the engine journal, kernel log or bench lines since {window}"]
     return [f"bench: {hit_line(hit)} (seen: {hit.line})" for hit in hits]
 
 

@@ -31,7 +31,7 @@ def apply_doctor() -> None:
     """Read this host's logs and print its known failures as one ``rigforge-doctor`` JSON line.
 
     The window is ``--data since=...`` (journalctl's ``--since``: ``-2h``, ``2026-11-24 03:00``); without
-    it, the kernel log since boot and the engine journal since its last start.
+    it, the kernel log since boot, the engine journal and the bench lines since the engine's last start.
     """
     since = host.data.get("since")
     logs = host.get_fact(KnownFailureLogs, since=str(since) if since else None)

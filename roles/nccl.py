@@ -2,16 +2,21 @@
 
 - ``/etc/nccl.conf`` holds the profile's ``NCCL_*`` settings (NCCL reads it at communicator init; a
   process's own environment wins). Values are strings such as ``SYS``, never P2P level numbers, whose
-  meaning changed between NCCL releases (rig-facts §10; the schema refuses numbers).
+  meaning changed between NCCL releases (rig-facts §10; the schema refuses numbers). Every NCCL program on
+  the rig reads it, so it never names the graph XML: a rig provisioned when it did loses that line on the
+  next run, and nothing else of the file changes.
 - ``/etc/rigforge/engine.env`` (``ENGINE_ENV_FILE``) is the engine service's ``EnvironmentFile=`` and
-  ``docker --env-file``: the NCCL settings, then ``engine.env``. Both readers take ``KEY=value`` lines,
-  but systemd strips quotes and backslashes that docker keeps; a value that the two would read
-  differently is refused here with the variable's name. It is written for every profile (the engine
-  service reads it even where there is no NCCL), mode 0640: it may carry tokens.
+  ``docker --env-file``: the rig's NCCL settings, and ``NCCL_GRAPH_FILE`` when the graph XML is on (the engine's
+  own variables are in its unit, ``docker run -e`` after this file). Both readers take ``KEY=value`` lines, but
+  systemd strips quotes and backslashes that docker keeps; a value that the two would read differently is
+  refused here with the variable's name. It is written for every profile (the engine service reads it even
+  where there is no NCCL), mode 0640: it may carry tokens.
 - The graph XML (rig-facts §5) is an 8-rank graph for AMD Turin/Genoa; it is written to
-  ``nccl.graph_path`` and named by ``NCCL_GRAPH_FILE`` only when ``nccl.graph_xml`` is set (8x Turin),
-  never on 2- or 4-GPU rigs. Nothing here restarts the engine: the service role does that when the
-  environment file changes. None of these files needs a reboot.
+  ``nccl.graph_path`` only when ``nccl.graph_xml`` is set (8x Turin), never on 2- or 4-GPU rigs. NCCL fails
+  the init of any communicator that lacks one of its 8 GPUs (tests/fixtures/nccl/), so it reaches the engine
+  alone, and the schema refuses engine layouts with smaller groups (``rigforge.profile.nccl_layout``).
+  Nothing here restarts the engine: the service role does that when the environment file changes. None of
+  these files needs a reboot.
 """
 
 from __future__ import annotations
@@ -23,30 +28,25 @@ from pyinfra.operations import files
 
 from rigforge.context import current_profile
 from rigforge.engines import engine_env_file_variables
+from rigforge.facts.nccl import NCCL_CONF
 from rigforge.operations.files import managed_file
 from rigforge.operations.managed import absent
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
+from rigforge.profile.nccl_layout import GRAPH_GPUS, GRAPH_RINGS
 from rigforge.render import render
 
-NCCL_CONF = "/etc/nccl.conf"
 STATE_DIR = "/etc/rigforge"
 #: The engine service's environment file (systemd ``EnvironmentFile=``, ``docker --env-file``).
 ENGINE_ENV_FILE = f"{STATE_DIR}/engine.env"
-#: The graph rings of rig-facts §5: (graph id, search pattern); both use the same two 8-GPU channels.
-GRAPH_RINGS = ({"id": 0, "pattern": 4}, {"id": 1, "pattern": 1})
-GRAPH_GPUS = ("0", "0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7")
 _AMBIGUOUS_CHARS = ('"', "'", "\\")
 
 
 def nccl_settings(profile: Profile) -> dict[str, str]:
-    """The ``NCCL_*`` settings of the profile, with ``NCCL_GRAPH_FILE`` when the graph XML is on."""
+    """The ``NCCL_*`` settings of /etc/nccl.conf: the profile's ``nccl.env`` (never the graph file)."""
     if profile.nccl is None:
         return {}
-    settings = {key: value for key, value in profile.nccl.env.items() if key.startswith("NCCL_")}
-    if profile.nccl.graph_xml:
-        settings["NCCL_GRAPH_FILE"] = profile.nccl.graph_path
-    return settings
+    return {key: value for key, value in profile.nccl.env.items() if key.startswith("NCCL_")}
 
 
 def engine_environment(profile: Profile) -> dict[str, str]:

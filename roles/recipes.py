@@ -251,8 +251,9 @@ def wrong_output(result: dict[str, Any]) -> str:
 def failure_reason(window: str, otherwise: str) -> str:
     """The first known failure of severity fail in the engine's journal since its last start (the recipe under
     trial: the one before may have logged its own until it stopped) or the kernel log since ``window``."""
-    logs = FailureLogs(kernel=host.get_fact(KnownFailureLogs, since=window).kernel,
-                       engine=host.get_fact(KnownFailureLogs).engine)
+    since_start = host.get_fact(KnownFailureLogs)
+    logs = FailureLogs(kernel=host.get_fact(KnownFailureLogs, since=window).kernel, engine=since_start.engine,
+                       bench=since_start.bench)
     hits = [hit for hit in find_known_failures(logs) if hit.signature.get("severity") == "fail"]
     if not hits:
         return otherwise

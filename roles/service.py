@@ -4,7 +4,8 @@ The unit runs ``docker run`` with the seed flags or the native launcher, one fla
 nccl role's env file, and restarts on failure. It is restarted when the unit, the env file, the image
 (or engine install) or the weights changed — once, whatever changed — and the role then waits for the
 health endpoint; when it does not answer, the wait names the known failures its journal shows
-(inventory/known-failures.yaml) with their fixes, prints the journal and fails the deploy.
+(inventory/known-failures.yaml) with their fixes, prints the journal and fails the deploy. The engine's API key
+and its reader are inputs too (roles/api_key.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from rigforge.operations.service import engine_service, file_unless_present
 from rigforge.profile import Profile
 from rigforge.recipes.choice import EXPERIMENT_RECORD
 from rigforge.render import render
-from roles.weights import manifest_path
+from roles.api_key import api_key_inputs, api_key_watched_files, serve_api_key
+from roles.weights import manifest_path, remote_script_text
 
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 DROPIN_DIR = f"{UNIT_PATH}.d"
@@ -73,7 +75,7 @@ def render_wait_script(profile: Profile) -> str:
 
 def engine_inputs(profile: Profile, unit: str) -> dict[str, str]:
     """What the engine starts from that is known here: the unit text and the native engine install."""
-    inputs = {"unit": hashlib.sha256(unit.encode()).hexdigest()}
+    inputs = {"unit": hashlib.sha256(unit.encode()).hexdigest(), **api_key_inputs(profile)}
     if profile.engine.native is not None:
         inputs["package"] = profile.engine.native.package
         launcher = render_launcher(profile)
@@ -83,10 +85,7 @@ def engine_inputs(profile: Profile, unit: str) -> dict[str, str]:
 
 def render_launcher(profile: Profile) -> str:
     """The launcher file exactly as the engine role installs it."""
-    from roles.weights import REMOTE_SOURCES
-
-    source = (REMOTE_SOURCES / "llama_launcher.py").read_text()
-    return render("engine/remote-script.py.j2", profile, source=source, source_name="llama_launcher.py")
+    return remote_script_text(profile, "llama_launcher.py")
 
 
 @deploy("Service")
@@ -101,6 +100,7 @@ def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
     container = profile.engine.native is None
     unit = render_unit(profile)
     say_engine_env_overrides(profile)
+    serve_api_key(profile)  # before the unit starts: the key file and its reader (roles/api_key.py)
     if container:
         file_unless_present(name=f"Engine env file {ENGINE_ENV_FILE} (the nccl role fills it)",
                             dest=ENGINE_ENV_FILE, content=render("service/engine.env.j2", profile), mode="640")
@@ -118,7 +118,7 @@ def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
         render_dropin=lambda digest: render("service/inputs.conf.j2", profile, digest=digest,
                                             env_file=ENGINE_ENV_FILE),
         inputs=engine_inputs(profile, unit),
-        watched_files=[ENGINE_ENV_FILE, manifest_path(profile)],
+        watched_files=[ENGINE_ENV_FILE, manifest_path(profile), *api_key_watched_files(profile)],
         image=image_ref(profile) if container else None,
         health_url=health_url(profile),
         health_timeout_s=profile.engine.health_timeout_s,

@@ -1,7 +1,8 @@
 """What is already there: the table every deploy prints first, and the stop on what it must not touch.
 
 Read before any change (the facts come back in the deploy's one read-ahead command), printed as one
-table per host, then a host whose table has a blocking row for a layer this deploy changes stops there,
+table per host, followed by one line per security trade-off the profile makes (rigforge/checks/tradeoffs.py),
+then a host whose table has a blocking row for a layer this deploy changes stops there,
 with one line per blocking item; other hosts go on. ``--data skip_preflight=true`` prints the same and
 continues.
 """
@@ -15,6 +16,7 @@ from pyinfra.api import deploy
 
 from rigforge.checks.driver_takeover import SWITCH
 from rigforge.checks.takeover import LAYERS, Row, blocking_rows, gather_installed, takeover_lines, takeover_rows
+from rigforge.checks.tradeoffs import tradeoff_lines
 from rigforge.context import current_profile, current_recipe_choice, run_settings
 from rigforge.facts.recipes import RigRecipe
 from rigforge.recipes.choice import NO_RECIPE_STATE, interrupted_line
@@ -42,6 +44,8 @@ def apply_takeover(layers: Sequence[str] = LAYERS, restore: bool = True) -> None
               if profile.engine.recipes else None)
     rows = takeover_rows(profile, gather_installed(host.get_fact, profile, switches, recipe))
     _log_table(rows)
+    for line in tradeoff_lines(profile):  # said before anything is made so, in a dry run too
+        host.log(line, log_func=logger.warning)
     blocking = blocking_rows(rows, layers)
     stop_on_blocking_checks(name=STOP_NAME,
                             blocking=list(dict.fromkeys(row.component for row in blocking)),

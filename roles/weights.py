@@ -17,8 +17,9 @@ from rigforge.context import current_profile, run_settings
 from rigforge.engines import REMOTE_LIB_DIR
 from rigforge.facts.weights import MANIFEST_NAME
 from rigforge.operations.files import managed_file
+from rigforge.operations.secrets import SECRETS_DIR, secret_env_file
 from rigforge.operations.venv import python_venv
-from rigforge.operations.weights import secret_env_file, verify_weights, weights_from_files, weights_from_hub
+from rigforge.operations.weights import verify_weights, weights_from_files, weights_from_hub
 from rigforge.profile import Profile
 from rigforge.render import render
 
@@ -27,7 +28,6 @@ WEIGHTS_TOOL = f"{REMOTE_LIB_DIR}/weights_tool.py"
 HF_VENV = "/opt/rigforge/hf-venv"
 #: The Hugging Face client the huggingface source installs; a new pin rebuilds the venv once.
 HF_HUB_PACKAGE = "huggingface_hub==2.4.0"
-SECRETS_DIR = "/etc/rigforge/secrets"
 HF_TOKEN_FILE = f"{SECRETS_DIR}/hf.env"
 
 
@@ -36,13 +36,18 @@ def manifest_path(profile: Profile) -> str:
     return f"{profile.model.path.rstrip('/')}/{MANIFEST_NAME}"
 
 
+def remote_script_text(profile: Profile, name: str) -> str:
+    """``rigforge/remote/<name>`` as installed on the rig: the managed-by header, then the source unchanged."""
+    source = (REMOTE_SOURCES / name).read_text()
+    return render("engine/remote-script.py.j2", profile, source=source, source_name=name)
+
+
 def upload_remote_script(profile: Profile, name: str) -> None:
     """Copy ``rigforge/remote/<name>`` to the rig's script folder (with the managed-by header)."""
-    source = (REMOTE_SOURCES / name).read_text()
     managed_file(
         name=f"Install {REMOTE_LIB_DIR}/{name}",
         dest=f"{REMOTE_LIB_DIR}/{name}",
-        content=render("engine/remote-script.py.j2", profile, source=source, source_name=name),
+        content=remote_script_text(profile, name),
         mode="755",
     )
 

@@ -9,10 +9,54 @@ from pathlib import Path
 from typing import Any
 
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+#: What the chat probes judge: the answers (a chat-tuned model), the chat path alone (a base model), or nothing.
+CHAT_PROBE_MODES = ("answer", "path", "off")
+EXTRA_CELL_KEYS = ("endpoint", "thinking", "concurrency", "input_tokens")
 
 
 class ConfigError(ValueError):
     """The configuration file cannot drive a benchmark run."""
+
+
+@dataclass(frozen=True)
+class CellKind:
+    """How a cell's requests are sent: the endpoint, and for chat the thinking switch (None: the template's)."""
+
+    endpoint: str = "completions"
+    thinking: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """How reports name the kind: ``completions``, ``chat``, ``chat, thinking on``, ``chat, thinking off``."""
+        if self.thinking is None:
+            return self.endpoint
+        return f"{self.endpoint}, thinking {'on' if self.thinking else 'off'}"
+
+    def stamp(self, cell: dict[str, Any]) -> dict[str, Any]:
+        """The cell's JSON with its kind written in (``endpoint``, ``thinking``), so no reader mixes kinds."""
+        cell.update(endpoint=self.endpoint, thinking=self.thinking)
+        return cell
+
+    @property
+    def order(self) -> tuple[bool, str]:
+        """Where cells of this kind go in a report: completion cells first, then by label."""
+        return self != COMPLETIONS, self.label
+
+    @classmethod
+    def of(cls, cell: dict[str, Any]) -> CellKind:
+        """The kind of a result's cell; a cell written before kinds were recorded is a completion cell."""
+        return cls(cell.get("endpoint") or "completions", cell.get("thinking"))
+
+
+#: The main grid's kind, and the kind of every cell of a result written before kinds were recorded.
+COMPLETIONS = CellKind()
+
+
+def cell_where(cell: dict[str, Any]) -> str:
+    """``C=1 in=128`` for a completion cell, ``C=1 in=128 (chat, thinking on)`` for another kind."""
+    kind = CellKind.of(cell)
+    where = f"C={cell['concurrency']} in={cell['input_tokens']}"
+    return where if kind == COMPLETIONS else f"{where} ({kind.label})"
 
 
 @dataclass(frozen=True)
@@ -24,7 +68,9 @@ class BenchConfig:
     streaming requests back-to-back for ``cell_seconds``, after ``warmup_requests`` unmeasured
     ones, each asking for exactly ``output_tokens`` tokens. Each cell is measured ``repeats`` times
     in a row so a comparison can see the run-to-run spread. ``metadata`` (profile, host,
-    engine, versions) is copied into the result untouched.
+    engine, versions) is copied into the result untouched. ``api_key_file`` names a file on the
+    machine running the client whose first line is the server's API key, sent as a bearer token:
+    the key itself is in neither the config nor the result.
     """
 
     base_url: str
@@ -37,9 +83,13 @@ class BenchConfig:
     warmup_requests: int = 2
     request_timeout_s: float = 300.0
     repeats: int = 1
+    chat_probes: str = "off"
+    reasoning_parser: bool = False
+    extra_cells: list[dict[str, Any]] = field(default_factory=list)
     # Measure no cell once a probe answered wrong (a recipe experiment: garbage output is not worth timing).
     stop_on_wrong_output: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    api_key_file: str | None = None
 
     @property
     def root_url(self) -> str:
@@ -51,6 +101,14 @@ class BenchConfig:
     def endpoint_path(self) -> str:
         """HTTP path of the generation endpoint."""
         return ENDPOINT_PATHS[self.endpoint]
+
+    def cell_grids(self) -> list[tuple[CellKind, list[int], list[int]]]:
+        """Every grid to measure, as (kind, concurrency levels, input lengths): the main grid first."""
+        grids = [(CellKind(self.endpoint), list(self.concurrency), list(self.input_tokens))]
+        for extra in self.extra_cells:
+            kind = CellKind(extra["endpoint"], extra.get("thinking"))
+            grids.append((kind, list(extra["concurrency"]), list(extra["input_tokens"])))
+        return grids
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, for the result file."""
@@ -90,11 +148,37 @@ def validate(config: BenchConfig) -> BenchConfig:
         raise ConfigError(f"repeats must be an integer >= 1, got {config.repeats!r}")
     if not config.request_timeout_s > 0:
         raise ConfigError(f"request_timeout_s must be > 0, got {config.request_timeout_s!r}")
+    if config.chat_probes not in CHAT_PROBE_MODES:
+        raise ConfigError(f"chat_probes must be one of {list(CHAT_PROBE_MODES)}, got {config.chat_probes!r}")
+    if not isinstance(config.reasoning_parser, bool):
+        raise ConfigError(f"reasoning_parser must be true or false, got {config.reasoning_parser!r}")
+    _extra_cells(config.extra_cells)
     if not isinstance(config.stop_on_wrong_output, bool):
         raise ConfigError(f"stop_on_wrong_output must be true or false, got {config.stop_on_wrong_output!r}")
     if not isinstance(config.metadata, dict):
         raise ConfigError("metadata must be a JSON object")
+    if config.api_key_file is not None and not (isinstance(config.api_key_file, str)
+                                                and config.api_key_file.startswith("/")):
+        raise ConfigError(f"api_key_file must be an absolute path or null, got {config.api_key_file!r}")
     return config
+
+
+def _extra_cells(value: Any) -> None:
+    """Validate ``extra_cells``: a list of {endpoint, thinking, concurrency, input_tokens}."""
+    if not isinstance(value, list):
+        raise ConfigError(f"extra_cells must be a list, got {value!r}")
+    for index, extra in enumerate(value):
+        where = f"extra_cells[{index}]"
+        if not isinstance(extra, dict) or set(extra) - set(EXTRA_CELL_KEYS):
+            raise ConfigError(f"{where} must be an object with keys from {list(EXTRA_CELL_KEYS)}, got {extra!r}")
+        endpoint = extra.get("endpoint")
+        if endpoint not in ENDPOINT_PATHS:
+            raise ConfigError(f"{where}.endpoint must be one of {sorted(ENDPOINT_PATHS)}, got {endpoint!r}")
+        thinking = extra.get("thinking")
+        if thinking is not None and (not isinstance(thinking, bool) or extra["endpoint"] != "chat"):
+            raise ConfigError(f"{where}.thinking must be true, false or null, and only for chat, got {thinking!r}")
+        _positive_int_list(f"{where}.concurrency", extra.get("concurrency"))
+        _positive_int_list(f"{where}.input_tokens", extra.get("input_tokens"))
 
 
 def config_from_dict(data: dict[str, Any]) -> BenchConfig:

@@ -56,7 +56,9 @@ class RequestRecord:
     output_chunks: int = 0
     events: int = 0
     finish_reason: str | None = None
-    text: str = ""
+    text: str = ""  # every generated character: reasoning, then content
+    content: str = ""  # the answer (``text`` of a completion, ``delta.content`` of a chat)
+    reasoning: str = ""  # what a reasoning parser split out (``delta.reasoning_content`` or ``delta.reasoning``)
     server_decode_tps: float | None = None
     server_predicted_n: int | None = None
 
@@ -160,6 +162,8 @@ def build_record(raw: RawStream, cell_origin: float) -> RequestRecord:
     record.events = len(chunks)
     previous_output_at: float | None = None
     pieces: list[str] = []
+    answer: list[str] = []
+    reasoning: list[str] = []
     for chunk in chunks:
         if chunk.error is not None:
             record.stream_errors.append(chunk.error)
@@ -177,6 +181,8 @@ def build_record(raw: RawStream, cell_origin: float) -> RequestRecord:
         if not chunk.carries_output:
             continue
         pieces.append(chunk.reasoning + chunk.text)
+        answer.append(chunk.text)
+        reasoning.append(chunk.reasoning)
         record.output_chunks += 1
         if previous_output_at is None:
             record.ttft_ms = _ms(chunk.at, raw.sent_at)
@@ -185,4 +191,6 @@ def build_record(raw: RawStream, cell_origin: float) -> RequestRecord:
         previous_output_at = chunk.at
         record.e2el_ms = _ms(chunk.at, raw.sent_at)
     record.text = "".join(pieces)
+    record.content = "".join(answer)
+    record.reasoning = "".join(reasoning)
     return record

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-API_KEY_ENV = "RIGFORGE_BENCH_API_KEY"  # read from the environment so the key never sits in a file or argv
+#: A key given by hand when running the client against another server (the bench role names a key file).
+API_KEY_ENV = "RIGFORGE_BENCH_API_KEY"
+_api_key: str | None = None
 
 
 @dataclass
@@ -42,10 +44,27 @@ def _connection(root_url: str, timeout_s: float) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(host, parts.port or 80, timeout=timeout_s)
 
 
+class ApiKeyError(OSError):
+    """The API key file cannot be read or is empty (the message names the file, never its content)."""
+
+
+def use_api_key_file(path: str) -> None:
+    """Send the key on the first line of ``path`` with every request of this process (read once, here)."""
+    global _api_key
+    try:
+        with open(path, encoding="utf-8") as handle:
+            key = handle.readline().strip()
+    except OSError as error:
+        raise ApiKeyError(f"cannot read the API key file {path}: {error.strerror}") from None
+    if not key:
+        raise ApiKeyError(f"the API key file {path} is empty")
+    _api_key = key
+
+
 def _headers() -> dict[str, str]:
-    """Request headers, with a bearer token only when the key is set in the environment."""
+    """Request headers, with a bearer token when a key file was read or the key is in the environment."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    api_key = os.environ.get(API_KEY_ENV)
+    api_key = _api_key or os.environ.get(API_KEY_ENV)
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers

@@ -16,13 +16,16 @@ from rigforge.known_failures import Hit, match_lines, signature_data
 from rigforge.profile import Profile
 
 NAME = "known-failures"
-EXPECTED = "no known failure in the kernel log or engine journal"
+EXPECTED = "no known failure in the kernel log, engine journal or bench lines"
 #: Which log each fact section is, and the signature places matched in it.
-_LOGS = (("kernel", ("kernel",)), ("engine", ("engine", "startup")))
+_LOGS = (("kernel", ("kernel",)), ("engine", ("engine", "startup")), ("bench", ("bench",)))
+#: How a row names the log a hit came from.
+LOG_NAMES = {"kernel": "kernel log", "engine": "engine journal", "startup": "engine journal",
+             "bench": "bench's journal lines"}
 
 
 def find_known_failures(logs: FailureLogs, signatures: Iterable[Mapping[str, Any]] | None = None) -> list[Hit]:
-    """Every signature found in the logs: kernel-log ones first, then the engine's.
+    """Every signature found in the logs: kernel-log ones first, then the engine's, then the bench's.
 
     + logs: the KnownFailureLogs fact
     + signatures: plain signature mappings (default: the project's)
@@ -44,7 +47,7 @@ def find_known_failures(logs: FailureLogs, signatures: Iterable[Mapping[str, Any
 
 def hit_check(hit: Hit) -> Check:
     """The table row of one hit: fail (blocking for a wedged GPU or link) or warn."""
-    log = "kernel log" if hit.where == "kernel" else "engine journal"
+    log = LOG_NAMES[hit.where]
     times = f" ({hit.count} lines)" if hit.count > 1 else ""
     found = f"{hit.id} in the {log}{times}: {hit.line}"
     fix = f"{hit.signature['cause']}: {hit.signature['fix']}"
@@ -57,5 +60,6 @@ def check_known_failures(profile: Profile, facts: HostFacts) -> list[Check]:
     """One row per known failure found, or one ok row (profile-independent: a log says what it says)."""
     hits = find_known_failures(facts.failure_logs or NO_LOGS)
     if not hits:
-        return [ok(NAME, EXPECTED, "none (kernel log since boot, engine journal since its last start)")]
+        return [ok(NAME, EXPECTED, "none (kernel log since boot, engine journal and bench lines since its last "
+                                   "start)")]
     return [hit_check(hit) for hit in hits]

@@ -22,6 +22,7 @@ from rigforge.facts import (
     PciGpuReport,
 )
 from rigforge.facts.logs import FailureLogs
+from rigforge.facts.nccl import NcclConfFile
 from rigforge.facts.secure_boot import SecureBootStatus
 
 Verdict = Literal["ok", "warn", "fail"]
@@ -98,6 +99,7 @@ class HostFacts:
     kernel_modules: KernelModules | None = None
     failure_logs: FailureLogs | None = None
     secure_boot: SecureBootStatus | None = None
+    nccl_conf: NcclConfFile | None = None
 
     @property
     def gpu_count(self) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 from rigforge.checks import hardware, platform, secure_boot
 from rigforge.checks.known_failures import check_known_failures
 from rigforge.checks.model import Check, HostFacts, failed, ok
+from rigforge.checks.nccl import check_nccl_conf
 from rigforge.facts import (
     CpuGovernors,
     IommuState,
@@ -31,6 +32,7 @@ from rigforge.facts import (
     PciAcs,
 )
 from rigforge.facts.logs import KnownFailureLogs
+from rigforge.facts.nccl import NcclConf
 from rigforge.facts.secure_boot import SecureBoot
 from rigforge.profile import Profile
 
@@ -51,6 +53,7 @@ FACT_SOURCES: dict[str, type] = {
     "kernel_modules": NvidiaModuleKernels,
     "failure_logs": KnownFailureLogs,
     "secure_boot": SecureBoot,
+    "nccl_conf": NcclConf,
 }
 
 PRESENCE = "gpus"
@@ -81,6 +84,7 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
     platform.check_cpu_governor,
     platform.check_kernel_module,
     secure_boot.check_secure_boot,
+    check_nccl_conf,
     platform.check_model_revision,
 )
 
@@ -88,7 +92,7 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
 CHECK_NAMES: tuple[str, ...] = (
     PRESENCE, "gpu-count", "gpu-model", "compute-capability", "gpu-memory", "bar1", "pcie-gen", "pcie-width",
     "topology", "persistence-mode", "power-limit", "driver", "module-options", "force-p2p", "acs",
-    "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "secure-boot", "model-revision",
+    "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "secure-boot", "nccl-conf", "model-revision",
     "known-failures",
 )
 

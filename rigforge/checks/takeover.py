@@ -33,6 +33,7 @@ from rigforge.checks.driver_takeover import (
 )
 from rigforge.checks.secure_boot import MODULE_WOULD_NOT_LOAD, judge_secure_boot
 from rigforge.checks.table import render_table
+from rigforge.checks.tradeoffs import tradeoffs
 from rigforge.docker_install import DockerRow, docker_install, docker_row
 from rigforge.engines import UNIT_NAME
 from rigforge.facts import LoadedDriver
@@ -255,6 +256,13 @@ def docker_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
     return [Row("docker", found.found, found.source, found.action, found.why, found.blocking, layer="container")]
 
 
+def tradeoff_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:
+    """The safe defaults the profile gives up (rigforge/checks/tradeoffs.py): never blocking, the owner decides."""
+    return [Row("trade-off", item.setting, item.source, "apply it, as the profile says",
+                f"gives up {item.gives_up}; to keep the safe default: {item.safe_default}")
+            for item in tradeoffs(profile)]
+
+
 RowFunction = Callable[[Profile, InstalledFacts], list[Row]]
 
 def recipe_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
@@ -268,7 +276,7 @@ def recipe_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
 
 #: Table order.
 ROWS: tuple[RowFunction, ...] = (driver_row, cuda_row, secure_boot_row, docker_rows, gpu_process_rows, port_rows,
-                                 apt_lock_row, recipe_row)
+                                 apt_lock_row, tradeoff_rows, recipe_row)
 
 
 def takeover_rows(profile: Profile, facts: InstalledFacts) -> list[Row]:

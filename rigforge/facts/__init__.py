@@ -19,7 +19,7 @@ NvidiaPciGpus       PciGpuReport (GPUs on the PCI bus)   empty gpus (no NVIDIA G
 CpuGovernors        dict cpu -> governor                 None (no cpufreq)
 NvidiaModuleKernels KernelModules (per kernel: module)   running kernel only, no module
 NumaLayout          tuple of NumaNode                    ()
-KnownFailureLogs    FailureLogs (kernel, engine lines)   NO_LOGS (no line holds a needle)
+KnownFailureLogs    FailureLogs (kernel/engine/bench)    NO_LOGS (no line holds a needle)
 SecureBoot          SecureBootStatus (state, DKMS key)   state "unsupported" (no EFI)
 NvidiaDriverInstall DriverInstall (packages, module)     NO_DRIVER_INSTALL (installed.py)
 CudaToolkits        CudaInstall (cuda-* trees, link)     NO_CUDA (installed.py)
@@ -27,6 +27,7 @@ GpuComputeProcesses Holders (GPU processes, cgroups)     NO_HOLDERS (holders.py)
 PortListeners       Holders (listeners on a port)        NO_HOLDERS (holders.py)
 DpkgLockHolders     tuple of LockHolder                  () (holders.py)
 ManagedByRigforge   True: carries rigforge's header      None (no such file; managed.py)
+NcclConf            NcclConfFile (ours, KEY=value)       None (no /etc/nccl.conf; nccl.py)
 =================== ==================================== =====================================
 """
 

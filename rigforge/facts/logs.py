@@ -1,4 +1,5 @@
-"""The log lines known failures show in: the kernel log since boot and the engine's journal since its start.
+"""The log lines known failures show in: the kernel log since boot, the engine's journal since its start, and
+the smoke bench's own failure lines since the engine's start.
 
 One command, bounded output: each log is filtered on the rig with ``grep -F`` on the signatures' needles
 (inventory/known-failures.yaml), and only the last ``MAX_LINES`` filtered lines of each come back. A
@@ -7,7 +8,9 @@ kernel log of 10,000 lines on a healthy rig sends nothing.
 The kernel log is journald's entries with ``SYSLOG_IDENTIFIER=kernel`` (what ``journalctl -k`` shows,
 read through the identifier so a host without a kernel of its own can be given lines: the e2e stand-in),
 or ``dmesg`` where there is no journal (the lent GPU machine). The engine's journal is that of the
-unit's current invocation (``InvocationID``): since its last start.
+unit's current invocation (``InvocationID``): since its last start. The bench's lines are what its client sends
+to syslog when a check fails (``SYSLOG_IDENTIFIER=rigforge-bench``), from the engine's last start on: a bench
+that failed before the engine was restarted (with a fix) says nothing about the engine serving now.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from rigforge.facts.parsing import split_sections
 MAX_LINES = 50
 KERNEL_SECTION = "kernel"
 ENGINE_SECTION = "engine"
+BENCH_SECTION = "bench"
+#: The bench client's syslog identifier (``rigforge.bench.__main__.SYSLOG_IDENT``).
+BENCH_IDENT = "rigforge-bench"
 #: What ``--since`` may be: journalctl's absolute times and relative offsets (`2026-11-24 03:00`, `-2h`, `today`).
 SINCE = re.compile(r"^[A-Za-z0-9 :+.-]{1,40}$")
 
@@ -33,29 +39,31 @@ class FailureLogs:
 
     + kernel: kernel log lines (since boot, or since the window asked for)
     + engine: engine journal lines (since its last start, or since the window)
+    + bench: the bench's failure lines (since the engine's last start, or since the window)
     """
 
     kernel: tuple[str, ...]
     engine: tuple[str, ...]
+    bench: tuple[str, ...] = ()
 
 
 NO_LOGS = FailureLogs((), ())
 
 
 def parse_failure_logs(text: str) -> FailureLogs:
-    """Parse the fact's output: a ``## kernel`` and a ``## engine`` section of log lines.
+    """Parse the fact's output: a ``## kernel``, an ``## engine`` and a ``## bench`` section of log lines.
 
     A missing section means the command did not run as written: an error naming the fact.
     """
     sections = split_sections(text)
-    missing = [name for name in (KERNEL_SECTION, ENGINE_SECTION) if name not in sections]
+    missing = [name for name in (KERNEL_SECTION, ENGINE_SECTION, BENCH_SECTION) if name not in sections]
     if missing:
         raise ValueError(f"KnownFailureLogs: no '## {missing[0]}' section in its output")
 
     def lines(name: str) -> tuple[str, ...]:
         return tuple(line for line in sections[name].splitlines() if line.strip())
 
-    return FailureLogs(lines(KERNEL_SECTION), lines(ENGINE_SECTION))
+    return FailureLogs(lines(KERNEL_SECTION), lines(ENGINE_SECTION), lines(BENCH_SECTION))
 
 
 def grep_needles(needles: list[str]) -> str:
@@ -66,26 +74,34 @@ def grep_needles(needles: list[str]) -> str:
     return f"grep -F {words} | tail -n {MAX_LINES}"
 
 
-def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str], engine_needles: list[str]) -> str:
+def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str], engine_needles: list[str],
+                         bench_needles: list[str] | None = None) -> str:
     """The fact's shell command (see the module docstring).
 
     + unit: the engine's systemd unit
     + since: journalctl ``--since`` value, or None for since boot / since the engine's last start
-    + kernel_needles, engine_needles: fixed strings a line must hold to be sent
+    + kernel_needles, engine_needles, bench_needles: fixed strings a line must hold to be sent
     """
     journal = "journalctl --no-pager -q -o short-iso"
+    quoted_unit = shlex.quote(unit)
     if since is None:
         kernel_window, engine_match = "-b", '_SYSTEMD_INVOCATION_ID="$id"'
-        engine_guard = f'id=$(systemctl show -p InvocationID --value {shlex.quote(unit)} 2>/dev/null); [ -n "$id" ] &&'
+        engine_guard = f'id=$(systemctl show -p InvocationID --value {quoted_unit} 2>/dev/null); [ -n "$id" ] &&'
+        bench_window = '--since "@$(date -d "$t" +%s)"'
+        bench_guard = f't=$(systemctl show -p ActiveEnterTimestamp --value {quoted_unit} 2>/dev/null); [ -n "$t" ] &&'
     else:
         kernel_window = f"--since {shlex.quote(since)}"
-        engine_match, engine_guard = f"-u {shlex.quote(unit)} --since {shlex.quote(since)}", ""
+        engine_match, engine_guard = f"-u {quoted_unit} --since {shlex.quote(since)}", ""
+        bench_window, bench_guard = f"--since {shlex.quote(since)}", ""
     return (
         f"echo '## {KERNEL_SECTION}'; "
         f"{{ {journal} {kernel_window} SYSLOG_IDENTIFIER=kernel 2>/dev/null || dmesg 2>/dev/null; }} "
         f"| {grep_needles(kernel_needles)}; "
         f"echo '## {ENGINE_SECTION}'; "
-        f"{engine_guard} {journal} {engine_match} 2>/dev/null | {grep_needles(engine_needles)}; true"
+        f"{engine_guard} {journal} {engine_match} 2>/dev/null | {grep_needles(engine_needles)}; "
+        f"echo '## {BENCH_SECTION}'; "
+        f"{bench_guard} {journal} {bench_window} SYSLOG_IDENTIFIER={BENCH_IDENT} 2>/dev/null "
+        f"| {grep_needles(bench_needles or [])}; true"
     )
 
 
@@ -106,7 +122,7 @@ class KnownFailureLogs(FactBase[FailureLogs]):
         if since is not None and not SINCE.match(since):
             raise ValueError(f"KnownFailureLogs: since {since!r} is not a journalctl time (e.g. -2h, 2026-11-24 03:00)")
         engine = list(dict.fromkeys(needles("engine") + needles("startup")))
-        return failure_logs_command(UNIT_NAME, since, needles("kernel"), engine)
+        return failure_logs_command(UNIT_NAME, since, needles("kernel"), engine, needles("bench"))
 
     @staticmethod
     def default() -> FailureLogs:

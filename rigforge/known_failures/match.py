@@ -25,7 +25,7 @@ class Hit:
     """One signature found in a log: its first matching line and how many lines matched.
 
     + signature: the signature's fields (id, severity, cause, fix, profile_fields, source...)
-    + where: the log it was found in (kernel, engine, startup)
+    + where: the log it was found in (kernel, engine, startup, bench)
     + line: the first matching line, cut at MAX_LINE characters
     + count: matching lines in that log
     """

@@ -23,7 +23,7 @@ from rigforge.profile.loader import ProfileError, _display, read_yaml
 
 SIGNATURES_FILE = Path(__file__).resolve().parents[2] / "inventory" / "known-failures.yaml"
 
-Where = Literal["kernel", "engine", "startup"]
+Where = Literal["kernel", "engine", "startup", "bench"]
 Severity = Literal["blocking", "fail", "warn"]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 
@@ -36,7 +36,7 @@ class Signature(BaseModel):
     """One known failure: where it shows, the line that gives it away, its cause and its fix.
 
     + id: stable name (`xid-79-fallen-off-bus`)
-    + where: the logs it shows in (kernel, engine, startup)
+    + where: the logs it shows in (kernel, engine, startup, bench)
     + needle: fixed text every matching line holds (the rig filters on it before sending lines)
     + pattern: Python regular expression searched in a line
     + hang_only: the line is normal unless the engine hung right after it (see the YAML header)

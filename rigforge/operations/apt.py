@@ -1,7 +1,8 @@
 """apt operations that stay silent on a converged host (no ``apt-get update`` unless installing).
 
 An operation with something to do first waits while another process holds apt's lock and, before the
-run's first install, finishes what dpkg left unfinished (``rigforge/operations/apt_busy.py``).
+run's first install, finishes what dpkg left unfinished (``rigforge/operations/apt_busy.py``); its install is
+recorded on the rig while it runs, so a run cut short is finished by the next (``rigforge/operations/apt_record.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 
-from rigforge.operations.apt_busy import apt_get, apt_install, before_apt, profile_lock_wait
+from rigforge.operations.apt_busy import apt_get, apt_install, profile_lock_wait
+from rigforge.operations.dpkg_repair import before_apt
 from rigforge.operations.followup import changed_this_run
 
 
@@ -55,7 +57,7 @@ def packages(packages: list[str], refresh: bool = True, allow_downgrades: bool =
     if refresh and not lists_refreshed(refreshed_by):
         yield apt_get("update", "-qq", minutes=minutes)
     extra = ["--allow-downgrades", "--allow-change-held-packages"] if allow_downgrades else []
-    yield apt_install(*missing, minutes=minutes, extra=tuple(extra))
+    yield from apt_install(*missing, minutes=minutes, extra=tuple(extra))
 
 
 @operation()

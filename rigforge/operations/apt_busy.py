@@ -23,11 +23,8 @@ The loop's lines reach the terminal as they come, at any verbosity (pyinfra show
 with ``-vvv`` or after it failed): the command is run with live output, and when it fails its output is
 not printed a second time.
 
-**dpkg unfinished.** Before the first install of a run, when ``DpkgUnfinished`` finds packages
-dpkg left unpacked or half-configured (or a journal of a cut-off run), ``dpkg --configure -a`` finishes
-them, keeping the owner's configuration files (``--force-confdef --force-confold``), and the run says
-which. A half-installed package (its files in an unknown state) stops the host before any change, with the
-fix: ``dpkg --configure -a`` cannot finish it and rigforge does not reinstall an owner's package by itself.
+**dpkg unfinished** (rigforge/operations/dpkg_repair.py, whose ``before_apt`` every apt operation of
+rigforge's yields first: this lock wait, then the repair).
 """
 
 from __future__ import annotations
@@ -35,16 +32,12 @@ from __future__ import annotations
 import math
 import shlex
 from typing import Any
-from weakref import WeakKeyDictionary
 
-from pyinfra import host, state
-from pyinfra.api import OperationError, QuoteString, StringCommand
-from pyinfra.api.host import Host
+from pyinfra.api import QuoteString, StringCommand
 from pyinfra.connectors.util import CommandOutput
-from pyinfra.context import ctx_host
 
 from rigforge.context import base_profile
-from rigforge.facts.dpkg_state import DpkgState, DpkgUnfinished
+from rigforge.operations.apt_record import recorded
 from rigforge.operations.docker import LiveOutputCommand
 
 #: Lock files apt and dpkg take with fcntl: install, download, list update.
@@ -55,10 +48,6 @@ REPORT_EVERY_S = 30
 POLL_S = 2
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
 CONFIGURE_ALL = "dpkg --force-confdef --force-confold --configure -a"
-
-# Per host (a Host object lives for one run): the operation that finishes dpkg's leftovers, the first install.
-# pyinfra runs an operation's body twice, to plan and to execute: the same operation gets the repair both times.
-_repair_op: WeakKeyDictionary[Host, str | None] = WeakKeyDictionary()
 
 
 class LiveCommand(LiveOutputCommand):
@@ -138,13 +127,20 @@ def apt_get(*arguments: str, minutes: float) -> StringCommand:
     return StringCommand(APT_ENV, "apt-get", "-o", f"DPkg::Lock::Timeout={wait_seconds(minutes)}", *arguments)
 
 
-def apt_install(*packages: str, minutes: float, extra: tuple[str, ...] = ()) -> StringCommand:
-    """``apt-get install`` that never removes a package: where a conflict would make apt remove one (an owner's
-    Docker CE, a driver), apt stops with ``E: Packages need to be removed but remove is disabled.`` instead.
-    Removing what the owner installed is only ever an explicit purge (``--data replace_driver=true``). Checked on a
-    sandbox host (apt 2.6.1): postfix over exim4-daemon-light exits 100 with that line, exim4 still installed."""
-    return apt_get("install", "-y", "-qq", "--no-install-recommends", "--no-remove", *extra, *packages,
-                   minutes=minutes)
+def install_arguments(*packages: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``apt-get``'s arguments for an install that never removes a package: where a conflict would make apt
+    remove one (an owner's Docker CE, a driver), apt stops with ``E: Packages need to be removed but remove is
+    disabled.`` instead. Removing what the owner installed is only ever an explicit purge (``--data
+    replace_driver=true``). Checked on a sandbox host (apt 2.6.1): postfix over exim4-daemon-light exits 100
+    with that line, exim4 still installed."""
+    return ("install", "-y", "-qq", "--no-install-recommends", "--no-remove", *extra, *packages)
+
+
+def apt_install(*packages: str, minutes: float, extra: tuple[str, ...] = ()) -> list[StringCommand]:
+    """``apt-get install`` (``install_arguments``) as a transaction of rigforge's: recorded on the rig first,
+    the record removed when it ends (rigforge/operations/apt_record.py)."""
+    arguments = install_arguments(*packages, extra=extra)
+    return recorded(arguments, apt_get(*arguments, minutes=minutes))
 
 
 def apt_mark(*arguments: str) -> StringCommand:
@@ -156,57 +152,3 @@ def apt_mark(*arguments: str) -> StringCommand:
 def profile_lock_wait() -> float:
     """The current host's ``apt.lock_wait_minutes``."""
     return base_profile().apt.lock_wait_minutes
-
-
-def repair_line(found: DpkgState) -> str:
-    """What the run says before ``dpkg --configure -a`` (pure)."""
-    configurable = [package.describe() for package in found.packages if package.configurable]
-    left = f"{', '.join(configurable)} left unfinished" if configurable else "an interrupted dpkg run"
-    journal = " (and dpkg's journal of an interrupted run)" if configurable and found.journal_pending else ""
-    return f"dpkg: {left}{journal}; finishing with {CONFIGURE_ALL} before installing"
-
-
-def reinstall_line(found: DpkgState) -> str:
-    """Why the host stops when dpkg left a package it cannot finish, with the fix (pure)."""
-    broken = found.needs_reinstall
-    names = " ".join(package.name for package in broken)
-    return (f"dpkg left {', '.join(package.describe() for package in broken)}: dpkg --configure -a cannot "
-            f"finish it and rigforge does not reinstall a package by itself; nothing changed; fix: "
-            f"apt-get install --reinstall {names} (or apt-get remove {names}), then run again")
-
-
-def dpkg_repair(found: DpkgState) -> list[StringCommand]:
-    """The commands that finish what dpkg left (none when nothing); OperationError when it cannot (pure)."""
-    if found.needs_reinstall:
-        raise OperationError(reinstall_line(found))
-    if not found.needs_configure:
-        return []
-    line = repair_line(found)
-    return [LiveCommand("sh", "-c", QuoteString(f"echo {shlex.quote(line)}; {APT_ENV} {CONFIGURE_ALL}"))]
-
-
-def before_apt(minutes: float | None = None, installs: bool = True) -> list[StringCommand]:
-    """The commands an apt operation with something to do yields before its own: the lock wait, then, once
-    per host and run and only before an install, the repair of what dpkg left unfinished.
-
-    Decided in full before the first command is yielded (a list, not a generator): pyinfra's dry run runs
-    an operation only up to its first command, and the repair, its line and a refusal must show there.
-
-    + minutes: the lock wait bound; None: the profile's ``apt.lock_wait_minutes``
-    + installs: the operation installs packages (not only ``apt-get update`` or ``apt-mark``)
-    """
-    bound = profile_lock_wait() if minutes is None else minutes
-    commands = [lock_wait(bound)]
-    if not installs:
-        return commands
-    this_host, this_op = ctx_host.get(), host.current_op_hash
-    chosen = _repair_op.setdefault(this_host, None)
-    if chosen not in (None, this_op):
-        return commands
-    found = host.get_fact(DpkgUnfinished)
-    repair = dpkg_repair(found)
-    if repair:
-        _repair_op[this_host] = this_op
-        if not state.is_executing:  # while executing, the command itself says it
-            host.log(repair_line(found))
-    return commands + repair

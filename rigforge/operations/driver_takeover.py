@@ -8,8 +8,9 @@ Two operations:
   such a host, but ``skip_preflight=true`` goes past the table; this guard does not.
 - ``foreign_driver_removed`` records what it replaces (``REPLACED_RECORD``: the old module stays loaded
   until the reboot, with nothing on disk left to explain it), runs the .run installer's own
-  ``nvidia-uninstall --silent``, then ``apt-get purge`` of the foreign packages; the dry run prints apt's
-  simulation of that purge, every package. The driver role installs the profile's driver right after and,
+  ``nvidia-uninstall --silent``, then ``apt-get purge`` of the foreign packages (recorded on the rig while it
+  runs: a purge cut short is finished by the next run); the dry run prints apt's simulation of that purge, every
+  package. The driver role installs the profile's driver right after and,
   should that fail, says what state the rig is left in (``recovery_line``).
 """
 
@@ -25,7 +26,9 @@ from pyinfra.context import ctx_host
 from rigforge.checks.driver_takeover import REFUSE, REPLACE, SWITCH, DriverPlan, plan_driver, read_driver_found
 from rigforge.facts.apt_simulation import AptPurgeSimulation
 from rigforge.facts.installed import REPLACED_RECORD
-from rigforge.operations.apt_busy import apt_get, before_apt
+from rigforge.operations.apt_busy import apt_get
+from rigforge.operations.apt_record import recorded
+from rigforge.operations.dpkg_repair import before_apt
 from rigforge.operations.secure_boot import NOTHING_CHANGED, log_refusal
 from rigforge.profile import Profile
 
@@ -126,5 +129,5 @@ def foreign_driver_removed(profile: Profile):
         yield StringCommand(plan.uninstaller, "--silent")
     if plan.purge:
         yield from before_apt()
-        yield apt_get("purge", "-y", "-q", "--allow-change-held-packages", *plan.purge,
-                      minutes=profile.apt.lock_wait_minutes)
+        arguments = ("purge", "-y", "-q", "--allow-change-held-packages", *plan.purge)
+        yield from recorded(arguments, apt_get(*arguments, minutes=profile.apt.lock_wait_minutes))

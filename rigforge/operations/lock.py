@@ -38,7 +38,7 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.context import ctx_state
 
-from rigforge import planning
+from rigforge import connection_lost, planning
 from rigforge.facts import read_ahead
 from rigforge.facts.read_ahead import not_a_change
 
@@ -246,13 +246,15 @@ def _deploy_name() -> str:
 def take_deploy_lock() -> None:
     """First operation of every deploy: this host is ours for the run, or it stops here (module docstring).
 
-    Before it, every host's facts are read ahead in one command each (``rigforge/facts/read_ahead.py``), and
-    pyinfra's per-operation bookkeeping is made cheap for fleets (``rigforge/planning.py``).
+    Before it, every host's facts are read ahead in one command each (``rigforge/facts/read_ahead.py``),
+    pyinfra's per-operation bookkeeping is made cheap for fleets (``rigforge/planning.py``), and a rig that goes
+    away mid-run becomes one line for that rig (``rigforge/connection_lost.py``).
     """
     from rigforge.context import run_settings
 
     planning.install()
     read_ahead.install()
+    connection_lost.install()
     read_ahead.read_ahead(ctx_state.get(), _deploy_name())  # the State itself, not pyinfra's proxy
     deploy_lock_taken(name=TAKE_NAME, deploy=_deploy_name(), break_lock=run_settings().break_lock)
 

@@ -22,7 +22,9 @@ Decisions (provisioning.md §B, rig-facts §1.3):
   only when the pinned version is lower than the installed one), and the hold operation re-holds
   every package that carries the new driver version.
 - **apt busy.** Each of these waits first while another process holds apt's lock, and the install
-  finishes what dpkg left unfinished (``rigforge/operations/apt_busy.py``).
+  finishes what dpkg left unfinished (``rigforge/operations/apt_busy.py``); the install is recorded on the rig
+  while it runs (``rigforge/operations/apt_record.py``): a DKMS build or an unpack cut short by a power cut is
+  finished by the next run.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ from rigforge.facts.packages import (
     upstream_version,
 )
 from rigforge.operations.apt import lists_refreshed
-from rigforge.operations.apt_busy import apt_get, apt_install, apt_mark, before_apt, profile_lock_wait
+from rigforge.operations.apt_busy import apt_get, apt_mark, install_arguments, profile_lock_wait
+from rigforge.operations.apt_record import recorded
+from rigforge.operations.dpkg_repair import before_apt
 
 #: Debian/Ubuntu releases NVIDIA publishes a CUDA repository for: (os-release ID, VERSION_ID) -> name.
 CUDA_REPO_DISTROS: dict[tuple[str, str], str] = {
@@ -201,8 +205,9 @@ def install_driver(packages: Sequence[str], version: str, refreshed_by: Sequence
         yield apt_get("update", "-qq", minutes=minutes)
     downgrade = any(compare_debian_versions(old, version) > 0 for old in old_versions)
     extra = ["--allow-downgrades"] if downgrade else []
-    install = apt_install(*missing, minutes=minutes, extra=tuple(extra))
-    yield said_on_failure(install, if_it_fails) if if_it_fails else install
+    arguments = install_arguments(*missing, extra=tuple(extra))
+    install = apt_get(*arguments, minutes=minutes)
+    yield from recorded(arguments, said_on_failure(install, if_it_fails) if if_it_fails else install)
 
 
 def said_on_failure(command: StringCommand, message: str) -> StringCommand:

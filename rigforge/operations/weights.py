@@ -7,15 +7,12 @@ space, downloads) is done by ``weights_tool.py``, uploaded beside ``fetch.py`` b
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-import posixpath
 from collections.abc import Iterator
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
-from pyinfra.facts.files import File, Sha256File
 
 from rigforge.facts.weights import PART_SUFFIX, WeightsOnDisk, WeightsState
 from rigforge.operations.files import upload_commands
@@ -230,54 +227,3 @@ def weights_from_hub(model: Model, tool: str, python: str, token_file: str):
     if model.hf_endpoint:
         args += ["--endpoint", model.hf_endpoint.rstrip("/")]
     yield tool_command(python, tool, *args, transfer=True)
-
-
-@operation()
-def secret_env_file(dest: str, variable: str, local_file: str | None = None):
-    """
-    Write ``VARIABLE=<secret>`` to ``dest`` (mode 0600, folder 0700), the secret read on this machine.
-
-    + dest: env file on the rig
-    + variable: the variable name, also the environment variable it is read from here
-    + local_file: a file on this machine holding the secret (first line), read instead of the environment
-
-    The secret never appears in arguments, logs or diffs: it is read inside the operation and compared
-    by sha256. Without a secret here nothing is written (public repositories need none), and the run says
-    so: a file left by an earlier run stays as it is, so a later run needs the secret only to change it.
-
-    **Example:**
-
-    .. code:: python
-
-        secret_env_file(name="HF token", dest="/etc/rigforge/secrets/hf.env", variable="HF_TOKEN")
-    """
-    secret = _read_secret(variable, local_file)
-    if not secret:
-        # Said at the default verbosity (a noop line shows only with -v): a run without the secret must not
-        # look like one that checked it.
-        kept = "left as it is" if host.get_fact(File, path=dest) else "not written (public repositories need none)"
-        host.log(f"no {variable} given on this machine: {dest} {kept}")
-        return
-    content = f"{variable}={secret}\n"
-    wanted = hashlib.sha256(content.encode()).hexdigest()
-    current = host.get_fact(File, path=dest)
-    if current and host.get_fact(Sha256File, path=dest) == wanted and _mode(current) == 0o600:
-        host.noop(f"{dest} is up to date")
-        return
-    folder = posixpath.dirname(dest)
-    temp = f"{dest}.rigforge-new"
-    yield StringCommand("install", "-d", "-m", "700", QuoteString(folder))
-    yield StringCommand("install", "-m", "600", "/dev/null", QuoteString(temp))
-    yield from upload_commands(io.StringIO(content), temp)
-    yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
-
-
-def _read_secret(variable: str, local_file: str | None) -> str:
-    if local_file:
-        with open(os.path.expanduser(local_file), encoding="utf-8") as handle:
-            return handle.readline().strip()
-    return os.environ.get(variable, "").strip()
-
-
-def _mode(info: dict) -> int:
-    return int(str(info.get("mode")), 8) if info.get("mode") is not None else -1

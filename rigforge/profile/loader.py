@@ -19,10 +19,13 @@ from pyinfra.api.exceptions import PyinfraError
 
 from rigforge.profile import Profile
 from rigforge.profile.recipes import recipe_location
+from rigforge.profile.types import FieldError
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "inventory" / "profiles"
 
 Origins = dict[tuple[str, ...], str]
+#: The error type ``explain`` gives a ``FieldError``: its message already says what was given.
+NAMED_FIELD = "named_field"
 
 
 class ProfileError(PyinfraError):
@@ -158,6 +161,8 @@ def explain(exc: ValidationError, origins: Origins, default_source: str,
         source = _source_of(loc, origins, default_source)
         if error["type"] == "extra_forbidden":
             message = f"unknown setting; allowed here: {', '.join(_allowed_fields(loc[:-1]))}"
+        elif error["type"] == NAMED_FIELD:
+            message = error["msg"]
         else:
             message = error["msg"].removeprefix("Value error, ")
             shown = error["type"] != "missing" and not isinstance(error["input"], (dict, list))
@@ -173,6 +178,9 @@ def _one_error_per_field(exc: ValidationError) -> list[tuple[tuple[str, ...], An
     chosen: dict[tuple[str, ...], Any] = {}
     for error in exc.errors(include_url=False):
         loc = tuple(str(part) for part in error["loc"] if not _is_union_member(str(part)))
+        named = (error.get("ctx") or {}).get("error")
+        if isinstance(named, FieldError):  # a check across sections, reported at the setting it names
+            loc, error = named.loc, {**error, "type": NAMED_FIELD, "msg": str(named)}
         if loc not in chosen or error["type"] == "value_error":
             chosen[loc] = error
     return list(chosen.items())

@@ -26,6 +26,16 @@ class RegressionTolerance(StrictModel):
     input_tokens: PositiveInt | None = None
 
 
+class ExtraCells(StrictModel):
+    """Cells measured beside the completion grid through another endpoint, with the same accounting (usage)."""
+
+    endpoint: Literal["chat"]  # /v1/chat/completions with the server's own chat template
+    # chat_template_kwargs.enable_thinking sent with every request; None: the template's default.
+    thinking: bool | None = None
+    concurrency: list[PositiveInt]
+    input_tokens: list[PositiveInt]
+
+
 class Bench(StrictModel):
     concurrency: list[PositiveInt]
     input_tokens: list[PositiveInt]
@@ -35,6 +45,7 @@ class Bench(StrictModel):
     repeats: Annotated[int, Field(ge=1, le=20)]
     floors: list[Floor]
     regression_tolerance: list[RegressionTolerance]
+    extra_cells: list[ExtraCells]
 
     @model_validator(mode="after")
     def _floors_name_measured_cells(self) -> Bench:
@@ -53,6 +64,9 @@ class Bench(StrictModel):
                     f"{rule.input_tokens}, not measured "
                     f"(concurrency {self.concurrency}, input_tokens {self.input_tokens})"
                 )
+        kinds = [(cells.endpoint, cells.thinking) for cells in self.extra_cells]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError("extra_cells names one endpoint and thinking mode twice: merge their cells into one entry")
         return self
 
 

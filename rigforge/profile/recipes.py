@@ -246,15 +246,19 @@ def same_option(flags: list[str]) -> tuple[str, str] | None:
     """Two flags of one engine command that name the same option, or None.
 
     An alias (``--tp-size`` and ``--tensor-parallel-size``) or an abbreviation argparse expands
-    (``--speculative-algo`` for ``--speculative-algorithm``): the engine keeps whichever comes last.
+    (``--speculative-algo`` for ``--speculative-algorithm``): the engine keeps whichever comes last. A flag that
+    another continues with a new word (``--model`` and ``--model-loader-extra-config``, ``--enable-metrics`` and
+    ``--enable-metrics-for-all-schedulers``) is an option of its own.
 
     >>> same_option(["--speculative-algo", "--speculative-algorithm"])
     ('--speculative-algo', '--speculative-algorithm')
+    >>> same_option(["--model", "--model-loader-extra-config"]) is None
+    True
     """
     canonical = {flag: FLAG_ALIASES.get(flag, flag) for flag in flags}
     for index, first in enumerate(flags):
         for second in flags[index + 1:]:
-            one, two = canonical[first], canonical[second]
-            if one == two or one.startswith(two) or two.startswith(one):
+            short, long = sorted((canonical[first], canonical[second]), key=len)
+            if short == long or (long.startswith(short) and long[len(short)] != "-"):
                 return first, second
     return None

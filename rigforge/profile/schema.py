@@ -12,11 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
+from rigforge.profile.access import EngineAuth, EngineFlag
 from rigforge.profile.measuring import Bench, DriverUpdate
+from rigforge.profile.nccl_layout import check_graph_layout
 from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
-    CliFlag,
     CudaVersion,
     DriverVersion,
     EnvName,
@@ -186,12 +187,13 @@ class Engine(StrictModel):
     native: NativeServer | None = None
     docker: DockerRun | None = None
     command: list[SafeText]  # program the flags are given to
-    flags: dict[CliFlag, bool | int | float | SafeText | dict[str, Any]]
+    flags: dict[EngineFlag, bool | int | float | SafeText | dict[str, Any]]
     env: dict[EnvName, SafeText]
     host: Annotated[str, StringConstraints(pattern=r"^[0-9.]+$")]
     port: Port
     served_model_name: SafeText
     health_timeout_s: PositiveInt
+    auth: EngineAuth  # who may call the API (rigforge/profile/access.py)
     # Named overlays of this section (and the model checkpoint): rigforge/profile/recipes.py.
     recipes: dict[Name, Recipe] = {}
     # The recipe a rig runs unless told otherwise (``--data recipe=NAME``); None: this section as it is.
@@ -255,6 +257,9 @@ class Model(StrictModel):
     local_path: SafeText | None = None  # on the machine running pyinfra
     # huggingface source: the Hub's address (a site's Hub proxy or mirror); None: huggingface_hub's default.
     hf_endpoint: HttpUrl | None = None
+    # Post-trained to answer in its chat format: the bench's chat probes judge its answers; a base model's
+    # chat probes check the chat path only (template, turn markers, usage, streaming).
+    chat_tuned: bool
 
     @model_validator(mode="after")
     def _source_has_location(self) -> Model:
@@ -300,6 +305,8 @@ class Profile(StrictModel):
             raise ValueError("modprobe.force_p2p_override is only allowed when gpus.topology is NODE")
         if self.engine.native is None and self.container is None:
             raise ValueError("a container engine needs the container section")
+        # The NCCL graph must fit every communicator the engine makes (rigforge.profile.nccl_layout).
+        check_graph_layout(self)
         return self
 
     @property

@@ -59,3 +59,18 @@ class StrictModel(BaseModel):
     """Base for every profile section: unknown keys are errors, objects are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class FieldError(ValueError):
+    """A check across sections that names the one setting to change: the loader reports it at ``loc``.
+
+    + message: what is wrong and what is allowed
+    + loc: the setting's path (``("engine", "flags", "--tensor-parallel-size")``)
+
+    Raised inside a model validator, pydantic reports it at the model's own level; ``loader.explain`` reads
+    ``loc`` so the line names the file that set that value and the field, as for any other bad value.
+    """
+
+    def __init__(self, message: str, loc: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc

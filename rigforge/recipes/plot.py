@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rigforge.recipes.report import TABLE_METRICS, Report, claim_cell, measured_value, metric
+from rigforge.recipes.report import TABLE_METRICS, Report, claim_cell, measured_value, metric, where
 
 
 def render_report_plot(report: Report, png: Path, title: str) -> Path:
@@ -32,7 +32,7 @@ def render_report_plot(report: Report, png: Path, title: str) -> Path:
                 key = claim_cell(claim, report.cells)
                 if key is not None:
                     axes.plot(xs[report.cells.index(key)], claim["value"], "k_", markersize=14)
-        axes.set_xticks(range(len(report.cells)), [f"C={c}\nin={i}" for c, i in report.cells])
+        axes.set_xticks(range(len(report.cells)), [where(key).replace(" ", "\n", 1) for key in report.cells])
         axes.set_title(f"{label.label} ({label.unit}); black marks: claimed")
         axes.grid(True, axis="y", alpha=0.3)
     panels[0].legend(fontsize="small")

@@ -22,6 +22,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE
 from rigforge.engines import ENGINE_ENV_FILE, engine_env_file_variables, launch_argv
 from rigforge.profile import Profile
 
@@ -32,10 +33,14 @@ FRAME = {
     "--pull": "never pull at service start: the images role put the image there (a missing one is an error)",
     "--env-file": f"the rig's NCCL variables come from {ENGINE_ENV_FILE} (counted in the environment here)",
     "-v <model.path>": "the checkpoint rigforge fetched, mounted read-only at the same path",
+    f"--mount {CONTAINER_KEY_FILE}": "the engine's API key file, read-only (engine.auth: never argv or environment)",
+    f"--mount {CONTAINER_ENTRY}": "the entry that hands the engine its API key inside its process (api_key.py)",
+    "api-key entry": f"the engine's module runs through {CONTAINER_ENTRY} (python3 ENTRY --api-key-file F -m M)",
 }
 #: docker run options that take a value (``--opt value`` or ``--opt=value``); the others are bare.
 DOCKER_VALUED = {"--gpus", "--ipc", "--shm-size", "--network", "--net", "--ulimit", "-v", "--volume", "-e", "--env",
-                 "--env-file", "--name", "-p", "--publish", "--restart", "--pull", "--entrypoint", "-w", "--user"}
+                 "--env-file", "--name", "-p", "--publish", "--restart", "--pull", "--entrypoint", "-w", "--user",
+                 "--mount"}
 _ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
@@ -59,6 +64,9 @@ def _docker_key(option: str, value: str) -> tuple[str, str]:
     if option == "--ulimit":
         name, _, limit = value.partition("=")
         return f"--ulimit {name}", limit
+    if option == "--mount":
+        fields = dict(item.partition("=")[::2] for item in value.split(","))
+        return f"--mount {fields.get('target') or fields.get('destination') or fields.get('dst')}", value
     return {"--net": "--network", "--publish": "-p", "--env": "-e"}.get(option, option), value
 
 
@@ -107,6 +115,9 @@ def parse_launch(words: list[str], env: dict[str, str] | None = None) -> Launch:
             index += 1
         launch.image = words[index]
         words = words[index + 1:]
+        if words[1:3] == [CONTAINER_ENTRY, "--api-key-file"]:  # the API key's entry: the module it runs counts
+            launch.docker["api-key entry"] = " ".join(words[1:4])
+            words = [words[0], *words[4:]]
     command_end = next((i for i, word in enumerate(words) if word.startswith("--")), len(words))
     command = words[:command_end]
     if command[:2] == ["vllm", "serve"] and len(command) > 2:  # `vllm serve MODEL`: the model is an argument

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.comparison import (
     METRICS,
     REGRESSION,
@@ -29,6 +30,9 @@ from rigforge.updates.comparison import (
     compare,
     repeat_values,
 )
+
+#: A cell of a result: its kind (completions, chat…), concurrency and prompt length.
+Key = tuple[CellKind, int, int]
 
 START, BETTER, NOT_BETTER, SLOWER, DISQUALIFIED = (
     "start", "better beyond noise", "not better beyond noise", "slower (regression)", "disqualified")
@@ -73,7 +77,7 @@ class Report:
     start: str
     verdicts: tuple[RecipeVerdict, ...]
     best: str | None
-    cells: tuple[tuple[int, int], ...] = field(default=())
+    cells: tuple[Key, ...] = field(default=())
 
     @property
     def passed(self) -> tuple[str, ...]:
@@ -85,9 +89,20 @@ def metric(name: str) -> Metric:
     return next(item for item in METRICS if item.name == name)
 
 
-def _cell(result: Mapping[str, Any], key: tuple[int, int]) -> Mapping[str, Any] | None:
-    return next((cell for cell in result.get("cells", [])
-                 if (cell["concurrency"], cell["input_tokens"]) == key and cell.get("status") == "ok"), None)
+def cell_key(cell: Mapping[str, Any]) -> Key:
+    return CellKind.of(dict(cell)), cell["concurrency"], cell["input_tokens"]
+
+
+def where(key: Key) -> str:
+    """``C=1 in=128``, or ``C=1 in=128 (chat, thinking off)`` for a cell of another kind."""
+    kind, concurrency, input_tokens = key
+    text = f"C={concurrency} in={input_tokens}"
+    return text if kind == COMPLETIONS else f"{text} ({kind.label})"
+
+
+def _cell(result: Mapping[str, Any], key: Key) -> Mapping[str, Any] | None:
+    return next((cell for cell in result.get("cells", []) if cell_key(cell) == key and cell.get("status") == "ok"),
+                None)
 
 
 def improved_beyond_noise(before: Mapping[str, Any], after: Mapping[str, Any], judged: Metric) -> bool:
@@ -117,7 +132,7 @@ def judge_recipe(start: Mapping[str, Any], trial: Trial, policy: RegressionPolic
     for row in comparison.cells:
         if row.tolerance_percent is None:
             continue
-        key = (row.concurrency, row.input_tokens)
+        key = (row.kind, row.concurrency, row.input_tokens)
         before, after = _cell(start, key), _cell(trial.result, key)
         if before and after and improved_beyond_noise(before, after, row.metric):
             gains.append(row)
@@ -129,7 +144,8 @@ def judge_recipe(start: Mapping[str, Any], trial: Trial, policy: RegressionPolic
 
 def decode_c1(result: Mapping[str, Any]) -> float | None:
     """Decode tok/s per user in the result's first cell (lowest concurrency, shortest prompt)."""
-    cells = sorted((cell for cell in result.get("cells", []) if cell.get("status") == "ok"),
+    cells = sorted((cell for cell in result.get("cells", [])
+                    if cell.get("status") == "ok" and CellKind.of(cell) == COMPLETIONS),
                    key=lambda cell: (cell["concurrency"], cell["input_tokens"]))
     return cell_value(cells[0], metric("decode_tps_per_user")) if cells else None
 
@@ -152,8 +168,8 @@ def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy) 
             verdicts.append(judge_recipe(start_result, trial, policy))
     better = [verdict for verdict in verdicts if verdict.verdict == BETTER]
     best = max(better, key=lambda verdict: verdict.decode_c1 or 0.0).recipe if better else None
-    cells = sorted({(cell["concurrency"], cell["input_tokens"]) for trial in trials if trial.result
-                    for cell in trial.result.get("cells", [])})
+    cells = sorted({cell_key(cell) for trial in trials if trial.result for cell in trial.result.get("cells", [])},
+                   key=lambda key: (*key[0].order, key[1], key[2]))
     return Report(tuple(trials), start, tuple(verdicts), best, tuple(cells))
 
 
@@ -161,7 +177,7 @@ def _fmt(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
-def measured_value(result: Mapping[str, Any] | None, name: str, key: tuple[int, int]) -> float | None:
+def measured_value(result: Mapping[str, Any] | None, name: str, key: Key) -> float | None:
     """The median over repeats of one metric in one cell of a result (None: not measured or failed)."""
     cell = _cell(result or {}, key)
     return cell_value(cell, metric(name)) if cell else None
@@ -169,7 +185,7 @@ def measured_value(result: Mapping[str, Any] | None, name: str, key: tuple[int, 
 
 def report_table(report: Report) -> list[str]:
     """Recipes × cells (decode tok/s per user / output tok/s, medians over repeats) and each one's verdict."""
-    heads = [f"C={c} in={i}" for c, i in report.cells]
+    heads = [where(key) for key in report.cells]
     lines = ["| recipe | " + " | ".join(heads) + " | verdict against " + report.start + " |",
              "|---|" + "---|" * len(heads) + "---|"]
     verdicts = {verdict.recipe: verdict for verdict in report.verdicts}
@@ -193,12 +209,14 @@ def short(reason: str, width: int = 110) -> str:
     return reason if len(reason) <= width else reason[: width - 1] + "…"
 
 
-def claim_cell(claim: Mapping[str, Any], cells: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-    """The measured cell a claim is shown beside: same concurrency, its prompt length or the shortest measured."""
-    same = sorted(key for key in cells if key[0] == claim["concurrency"])
+def claim_cell(claim: Mapping[str, Any], cells: Sequence[Key]) -> Key | None:
+    """The measured completion cell a claim is shown beside: same concurrency, its prompt length or the
+    shortest measured."""
+    same = sorted((key for key in cells if key[0] == COMPLETIONS and key[1] == claim["concurrency"]),
+                  key=lambda key: key[2])
     wanted = claim.get("input_tokens")
     if wanted is not None:
-        return next((key for key in same if key[1] == wanted), None)
+        return next((key for key in same if key[2] == wanted), None)
     return same[0] if same else None
 
 
@@ -211,10 +229,10 @@ def claims_table(report: Report) -> list[str]:
             key = claim_cell(claim, report.cells)
             here = measured_value(trial.result, claim["metric"], key) if key else None
             label = metric(claim["metric"])
-            where = f"C={claim['concurrency']}" + (f" in={claim['input_tokens']}" if claim.get("input_tokens") else "")
+            cell = f"C={claim['concurrency']}" + (f" in={claim['input_tokens']}" if claim.get("input_tokens") else "")
             ratio = f"{here / claim['value']:.2f}" if here is not None and claim["value"] else DASH
-            shown = f"{_fmt(here)} (C={key[0]} in={key[1]})" if key and here is not None else "not measured"
-            lines.append(f"| {trial.recipe} | {claim['value']:g} {label.label} {label.unit} ({where}) | "
+            shown = f"{_fmt(here)} ({where(key)})" if key and here is not None else "not measured"
+            lines.append(f"| {trial.recipe} | {claim['value']:g} {label.label} {label.unit} ({cell}) | "
                          f"{claim['measured']} | {claim['source']} | {shown} | {ratio} |")
     return lines
 
@@ -238,12 +256,12 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
     """The report as data (report.json): trials with where their results are, verdicts, the best."""
     return {
         "host": host, "stamp": stamp, "start": report.start, "best": report.best,
-        "cells": [list(key) for key in report.cells],
+        "cells": [where(key) for key in report.cells],
         "recipes": [{"recipe": trial.recipe, "description": trial.description, "source": trial.source,
                      "run_dir": trial.run_dir, "disqualified": trial.disqualified or None,
                      "claims": [dict(claim) for claim in trial.claims],
-                     "measured": {f"C={c},in={i}": {name: measured_value(trial.result, name, (c, i))
-                                                     for name in TABLE_METRICS} for c, i in report.cells},
+                     "measured": {where(key): {name: measured_value(trial.result, name, key) for name in TABLE_METRICS}
+                                  for key in report.cells},
                      **{key: value for key, value in asdict(verdict).items() if key != "recipe"}}
                     for trial, verdict in zip(report.trials, report.verdicts, strict=True)],
     }

@@ -2,11 +2,15 @@
 
 Usage (the engine venv's python; flags follow llama-server's names):
     python llama_launcher.py --model M.gguf --alias NAME --host 127.0.0.1 --port 8080 \\
-        --threads 2 --parallel 4 --ctx-size 8192 [--batch-size 512 ...]
+        --threads 2 --parallel 4 --ctx-size 8192 [--batch-size 512 ...] [--api-key-file FILE]
 
 The server lives inside this process: it answers /health, /v1/models, /v1/completions,
 /v1/chat/completions, /tokenize and /metrics until SIGTERM or SIGINT, then exits 0. A model that
 cannot be loaded ends the process with a non-zero status, so systemd sees the failure.
+
+With ``--api-key-file`` every request but /health must carry ``Authorization: Bearer <key>`` (401
+otherwise). The launcher reads the key from that file (its first line) itself: llama-server's own
+``--api-key``/``LLAMA_API_KEY`` would put it on the command line or in the environment.
 
 This file is standard library only at import time (rigforge reads ``LAUNCHER_FLAGS`` from it on the
 controller); xllamacpp is imported when the server starts.
@@ -33,10 +37,13 @@ LAUNCHER_FLAGS: dict[str, tuple[str, type]] = {
     "--slots": ("endpoint_slots", bool),
     "--no-warmup": ("warmup", bool),
     "--rope-freq-base": ("rope_freq_base", float),
+    # A llama.cpp built-in template name (gemma, chatml, ...) or a Jinja template's text; names need --no-jinja.
+    "--chat-template": ("chat_template", str),
+    "--no-jinja": ("use_jinja", bool),
 }
 
 #: Boolean flags that switch a default off rather than on.
-_NEGATED = {"--no-warmup"}
+_NEGATED = {"--no-warmup", "--no-jinja"}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -49,6 +56,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, required=True, help="CPU threads for generation")
     parser.add_argument("--parallel", type=int, required=True, help="concurrent request slots")
     parser.add_argument("--ctx-size", type=int, required=True, help="total context, split over the slots")
+    parser.add_argument("--api-key-file", help="file whose first line is the key every request must carry")
     for flag, (_, kind) in LAUNCHER_FLAGS.items():
         if kind is bool:
             parser.add_argument(flag, action="store_true")
@@ -83,7 +91,21 @@ def build_params(args: argparse.Namespace, xllamacpp: Any) -> Any:
             set_param(params, path, flag not in _NEGATED)
         elif kind is not bool and value is not None:
             set_param(params, path, value)
+    if args.api_key_file:
+        params.api_keys = [read_api_key(args.api_key_file)]
     return params
+
+
+def read_api_key(path: str) -> str:
+    """The key on the first line of ``path`` (engine_entry.py's reader); an error names the file, never the key."""
+    try:
+        from engine_entry import EntryError, read_key  # on the rig: uploaded beside this file
+    except ImportError:
+        from rigforge.remote.engine_entry import EntryError, read_key
+    try:
+        return read_key(path)
+    except EntryError as error:
+        raise SystemExit(f"llama_launcher: {error}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rigforge.updates.comparison import METRICS, Comparison
+from rigforge.bench.config import COMPLETIONS
+from rigforge.updates.comparison import METRICS, Cell, Comparison
 
 DASH = "–"
 VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "recipe", "image", "engine_package",
@@ -30,6 +31,11 @@ def version_lines(before: dict[str, Any] | Any, after: dict[str, Any] | Any) -> 
     return lines
 
 
+def _kind(cell: Cell) -> str:
+    """`` (chat, thinking on)`` after the concurrency of a cell other than a completion cell."""
+    return "" if cell.kind == COMPLETIONS else f" ({cell.kind.label})"
+
+
 def render_markdown(comparison: Comparison) -> str:
     """Versions before → after, one row per (cell, metric), and the verdict with its deciding row."""
     lines = ["## Bench comparison: " + comparison.verdict.upper(), ""]
@@ -38,7 +44,7 @@ def render_markdown(comparison: Comparison) -> str:
     for cell in comparison.cells:
         noise = "no repeats" if cell.noise_percent is None else f"±{cell.noise_percent:.1f} %"
         lines.append(
-            f"| {cell.concurrency} | {cell.input_tokens} | {cell.metric.label} {cell.metric.unit} "
+            f"| {cell.concurrency}{_kind(cell)} | {cell.input_tokens} | {cell.metric.label} {cell.metric.unit} "
             f"| {_fmt(cell.before)} | {_fmt(cell.after)} | {_fmt(cell.change_percent, ' %', signed=True)} "
             f"| {noise} | {_fmt(cell.tolerance_percent, ' %', 0)} "
             f"| {cell.verdict or cell.note or 'not judged'} |"
@@ -57,7 +63,8 @@ def render_plot(comparison: Comparison, png: Path) -> Path:
     panels = figure.subplots(2, 3).flatten()
     for axes, metric in zip(panels, METRICS, strict=True):
         rows = [cell for cell in comparison.cells if cell.metric.name == metric.name]
-        labels = [f"C={cell.concurrency}\nin={cell.input_tokens}" for cell in rows]
+        labels = [f"C={cell.concurrency}\nin={cell.input_tokens}\n{cell.kind.label}" if cell.kind != COMPLETIONS
+                  else f"C={cell.concurrency}\nin={cell.input_tokens}" for cell in rows]
         positions = list(range(len(rows)))
         for offset, side, color in ((-0.2, "before", "tab:gray"), (0.2, "after", "tab:blue")):
             values = [getattr(cell, side) or 0.0 for cell in rows]

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
 
 __all__ = [
@@ -136,6 +137,13 @@ class Cell:
     tolerance_percent: float | None  # None: shown, not judged
     verdict: str  # pass | within noise | regression | "" (not judged)
     note: str = ""
+    kind: CellKind = COMPLETIONS  # how the cell's requests were sent (completions, chat with thinking on...)
+
+    @property
+    def where(self) -> str:
+        """``C=1 in=128``, with the kind for a cell other than a completion cell: ``C=1 in=128 (chat)``."""
+        where = f"C={self.concurrency} in={self.input_tokens}"
+        return where if self.kind == COMPLETIONS else f"{where} ({self.kind.label})"
 
     @property
     def worse_percent(self) -> float | None:
@@ -146,7 +154,7 @@ class Cell:
 
     def describe(self) -> str:
         """decode C=1 in=128: 31.2 → 29.8 tok/s (-4.5 %, within noise ±6.1 %)."""
-        where = f"{self.metric.label} C={self.concurrency} in={self.input_tokens}"
+        where = f"{self.metric.label} {self.where}"
         if self.before is None or self.after is None:
             values = f"{_num(self.before)} → {_num(self.after)} {self.metric.unit}"
             return f"{where}: {values} ({self.note or 'not comparable'})"
@@ -192,9 +200,10 @@ def _num(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
-def _cells_by_key(result: Mapping[str, Any]) -> dict[tuple[int, int], Mapping[str, Any]]:
-    """Every cell of a result, ok or failed, by (concurrency, input tokens)."""
-    return {(cell["concurrency"], cell["input_tokens"]): cell for cell in result.get("cells", [])}
+def _cells_by_key(result: Mapping[str, Any]) -> dict[tuple[CellKind, int, int], Mapping[str, Any]]:
+    """Every cell of a result, ok or failed, by (kind, concurrency, input tokens): a chat cell is never
+    compared with a completion cell of the same size (a result without kinds holds completion cells only)."""
+    return {(CellKind.of(cell), cell["concurrency"], cell["input_tokens"]): cell for cell in result.get("cells", [])}
 
 
 def repeat_values(cell: Mapping[str, Any], metric: Metric) -> list[float]:
@@ -244,10 +253,10 @@ def judge_change(worse_percent: float, tolerance: float, noise: float | None, ov
     return REGRESSION
 
 
-def compare_cell(key: tuple[int, int], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+def compare_cell(key: tuple[CellKind, int, int], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
                  metric: Metric, policy: RegressionPolicy) -> Cell:
     """One row; a cell that measured before but failed or vanished after is a regression if judged."""
-    concurrency, input_tokens = key
+    kind, concurrency, input_tokens = key
     tolerance = policy.tolerance(metric.name, concurrency, input_tokens)
     ok_before = before is not None and before.get("status") == "ok"
     ok_after = after is not None and after.get("status") == "ok"
@@ -257,14 +266,14 @@ def compare_cell(key: tuple[int, int], before: Mapping[str, Any] | None, after: 
         lost = value_before is not None and tolerance is not None
         note = "failed or missing after" if value_before is not None else "failed or missing before"
         return Cell(concurrency, input_tokens, metric, value_before, value_after, None, None, tolerance,
-                    REGRESSION if lost else "", note)
+                    REGRESSION if lost else "", note, kind)
     change = 0.0 if value_before == 0 else (value_after - value_before) / value_before * 100
     noise = _noise(before, after, metric)
-    row = Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance, "")
+    row = Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance, "", "", kind)
     if tolerance is None:
         return row
-    return Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance,
-                judge_change(row.worse_percent or 0.0, tolerance, noise, repeats_overlap(before, after, metric)))
+    return replace(row, verdict=judge_change(row.worse_percent or 0.0, tolerance, noise,
+                                             repeats_overlap(before, after, metric)))
 
 
 def overall(cells: Iterable[Cell]) -> str:
@@ -281,7 +290,8 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: Regress
     + policy: ``RegressionPolicy.from_profile(profile)``
     """
     cells_before, cells_after = _cells_by_key(before), _cells_by_key(after)
-    keys = sorted(set(cells_before) | set(cells_after))
+    # Completion cells first, then each other kind; by concurrency and input length within a kind.
+    keys = sorted(set(cells_before) | set(cells_after), key=lambda key: (*key[0].order, key[1], key[2]))
     rows = tuple(
         compare_cell(key, cells_before.get(key), cells_after.get(key), metric, policy)
         for key in keys for metric in METRICS

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.profile import Profile
 from rigforge.updates.compare_render import render_markdown, render_plot
 from rigforge.updates.comparison import METRICS, RegressionPolicy, cell_value, compare
@@ -28,7 +29,7 @@ from rigforge.updates.history import find_results, load_result
 UPDATES_DIR = "updates"
 #: The workload of a bench run: results that differ in any of these are not comparable.
 WORKLOAD_KEYS = ("model", "endpoint", "concurrency", "input_tokens", "output_tokens", "cell_seconds",
-                 "warmup_requests")
+                 "warmup_requests", "extra_cells")
 REGRESSION = "regression"
 
 
@@ -73,7 +74,9 @@ def _number(value: float | None) -> str:
 def workload(result: dict[str, Any]) -> dict[str, Any]:
     """The comparable part of a result's config (what was measured, not where or when)."""
     config = result.get("config") or {}
-    return {**{key: config.get(key) for key in WORKLOAD_KEYS}, "repeats": config.get("repeats", 1)}
+    # A result from before extra cells existed measured none.
+    return {**{key: config.get(key) for key in WORKLOAD_KEYS}, "extra_cells": config.get("extra_cells") or [],
+            "repeats": config.get("repeats", 1)}
 
 
 def profile_workload(profile: Profile) -> dict[str, Any]:
@@ -82,7 +85,8 @@ def profile_workload(profile: Profile) -> dict[str, Any]:
     return {"model": profile.engine.served_model_name, "endpoint": "completions",
             "concurrency": list(bench.concurrency), "input_tokens": list(bench.input_tokens),
             "output_tokens": bench.output_tokens, "cell_seconds": float(bench.cell_seconds),
-            "warmup_requests": bench.warmup_requests, "repeats": bench.repeats}
+            "warmup_requests": bench.warmup_requests, "repeats": bench.repeats,
+            "extra_cells": [cells.model_dump() for cells in bench.extra_cells]}
 
 
 def finished_at(result: dict[str, Any]) -> datetime | None:
@@ -113,7 +117,7 @@ def recent_baseline(root: Path, host: str, profile: Profile, installed: str | No
 def headline_decode(result: dict[str, Any]) -> float | None:
     """Decode tok/s per user of the lowest-concurrency, shortest-prompt cell, as the comparison reads it
     (median over the cell's repeats): the fleet table's number."""
-    cells = [cell for cell in result.get("cells") or [] if cell.get("metrics")]
+    cells = [cell for cell in result.get("cells") or [] if cell.get("metrics") and CellKind.of(cell) == COMPLETIONS]
     if not cells:
         return None
     cell = min(cells, key=lambda c: (c["concurrency"], c["input_tokens"]))

@@ -62,14 +62,18 @@ def wait_until_healthy(server: RunningServer, timeout_s: float = STARTUP_TIMEOUT
 
 @contextlib.contextmanager
 def start_llama_server(
-    model_path: Path, parallel: int = 4, ctx: int = 8192, log_dir: Path | None = None
+    model_path: Path, parallel: int = 4, ctx: int = 8192, log_dir: Path | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[RunningServer]:
-    """Serve ``model_path`` with llama.cpp's server until the block ends; stops only its own process."""
+    """Serve ``model_path`` with llama.cpp's server until the block ends; stops only its own process.
+
+    + extra_args: more ``serve_model`` options, e.g. ``("--chat-template", "gemma", "--no-jinja")``
+    """
     port = free_loopback_port()
     log_path = (log_dir or model_path.parent) / f"llama-server-{port}.log"
     command = [
         sys.executable, "-m", "tests.bench_support.serve_model", "--model", str(model_path),
-        "--port", str(port), "--parallel", str(parallel), "--ctx", str(ctx),
+        "--port", str(port), "--parallel", str(parallel), "--ctx", str(ctx), *extra_args,
     ]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -4,7 +4,8 @@ Run as a subprocess by ``llama_server.start_llama_server``: the server lives ins
 Python process that creates it, so a separate process keeps the test process free and lets
 the test stop it by pid.
 
-    python -m tests.bench_support.serve_model --model M.gguf --port 18080 --parallel 4 --ctx 8192
+    python -m tests.bench_support.serve_model --model M.gguf --port 18080 --parallel 4 --ctx 8192 \
+        [--chat-template gemma --no-jinja]
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--ctx", type=int, default=8192, help="total context, split over the parallel slots")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--chat-template", default=None, help="llama.cpp built-in template name or Jinja text")
+    parser.add_argument("--no-jinja", action="store_true", help="legacy templating (needed for a built-in name)")
     return parser.parse_args(argv)
 
 
@@ -39,6 +42,9 @@ def main(argv: list[str]) -> int:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.endpoint_metrics = True
+    if args.chat_template is not None:
+        params.chat_template = args.chat_template
+    params.use_jinja = not args.no_jinja
     server = xllamacpp.Server(params)
     print(f"serving {args.model} at {server.listening_address}", flush=True)
     stop = threading.Event()

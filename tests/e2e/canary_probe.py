@@ -1,22 +1,24 @@
-"""Look for a canary token inside a sandbox host; run there as root (``docker exec``), standard library only.
+"""Look for canary secrets inside a sandbox host; run there as root (``docker exec``), standard library only.
 
-    python3 canary_probe.py sample STOP_FILE          # every process, every 0.1 s, until STOP_FILE exists
-    python3 canary_probe.py search --unit U --secret F --staging D
+    python3 canary_probe.py sample STOP_FILE [--tool-may-hold NAME]   # every process, every 0.1 s
+    python3 canary_probe.py search --unit U --secret NAME=FILE [--secret NAME=FILE ...] --staging D
 
-The canary comes on stdin, never as an argument: on a command line it would be in this probe's own
-/proc/PID/cmdline, the first place the probe looks. Both modes print one JSON document whose every string
-has the canary replaced by ``<canary>``, so that what the test prints or keeps cannot leak it either.
+The canaries come on stdin, one ``NAME=VALUE`` line each (``hf=hf_…``, ``api-key=…``), never as arguments: on a
+command line they would be in this probe's own /proc/PID/cmdline, the first place the probe looks. Both modes
+print one JSON document whose every string has each canary replaced by ``<canary:NAME>``, so that what the test
+prints or keeps cannot leak them either; every hit names its canary.
 
 ``sample`` reads /proc/*/cmdline and /proc/*/environ of every process, round after round, and counts the
 rounds in which the weights tool's download (``weights_tool.py hf-download``) was running: the proof that
-the sampling saw the download under way. The environ of that tool itself is not judged (the one process
-that may hold the token); its command line is.
+the sampling saw the download under way. The environ of that tool is not judged for the canary named by
+``--tool-may-hold`` (the Hugging Face token: the one process that may hold it); its command line is.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import json
 import os
 import stat
@@ -27,12 +29,16 @@ import time
 INTERVAL_S = 0.1
 #: Top-level folders that hold no files of the host's own (kernel views); /run and /tmp are searched.
 VIRTUAL_ROOTS = {"proc", "sys", "dev"}
-REDACTED = "<canary>"
 
 
-def redact(text: str, canary: str) -> str:
-    """``text`` without the canary, cut to a length a failure message can show."""
-    return text.replace(canary, REDACTED)[:300]
+Canaries = dict[str, str]  # name -> value
+
+
+def redact(text: str, canaries: Canaries) -> str:
+    """``text`` without any canary, cut to a length a failure message can show."""
+    for name, value in canaries.items():
+        text = text.replace(value, f"<canary:{name}>")
+    return text[:300]
 
 
 def read_bytes(path: str) -> bytes:
@@ -53,8 +59,8 @@ def is_weights_download(argv: list[bytes]) -> bool:
     return len(argv) > 2 and argv[1].endswith(b"weights_tool.py") and b"hf-download" in argv
 
 
-def scan_processes(canary: bytes, skip_tool_environ: bool) -> tuple[list[dict], bool]:
-    """(the processes whose cmdline or environ holds the canary, whether the download runs now)."""
+def scan_processes(canaries: Canaries, tool_may_hold: str | None) -> tuple[list[dict], bool]:
+    """(the processes whose cmdline or environ holds a canary, whether the download runs now)."""
     hits, downloading = [], False
     for pid in (entry for entry in os.listdir("/proc") if entry.isdigit() and entry != str(os.getpid())):
         cmdline = read_proc(pid, "cmdline")
@@ -62,34 +68,37 @@ def scan_processes(canary: bytes, skip_tool_environ: bool) -> tuple[list[dict], 
         tool = is_weights_download(argv)
         downloading = downloading or tool
         command = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
-        if canary in cmdline:
-            hits.append({"place": f"/proc/{pid}/cmdline", "command": command})
-        if not (tool and skip_tool_environ) and canary in read_proc(pid, "environ"):
-            hits.append({"place": f"/proc/{pid}/environ", "command": command})
+        environ = read_proc(pid, "environ")
+        for name, value in canaries.items():
+            if value.encode() in cmdline:
+                hits.append({"canary": name, "place": f"/proc/{pid}/cmdline", "command": command})
+            if not (tool and name == tool_may_hold) and value.encode() in environ:
+                hits.append({"canary": name, "place": f"/proc/{pid}/environ", "command": command})
     return hits, downloading
 
 
-def sample(canary: str, stop_file: str) -> dict:
+def sample(canaries: Canaries, stop_file: str, tool_may_hold: str | None) -> dict:
     """Scan every process each INTERVAL_S until ``stop_file`` exists; the hits, first seen, and the counts."""
-    seen: dict[tuple[str, str], dict] = {}
+    seen: dict[tuple[str, str, str], dict] = {}
     rounds = download_rounds = 0
     while not os.path.exists(stop_file):
-        hits, downloading = scan_processes(canary.encode(), skip_tool_environ=True)
+        hits, downloading = scan_processes(canaries, tool_may_hold)
         for hit in hits:
-            seen.setdefault((hit["place"], hit["command"]), hit)
+            seen.setdefault((hit["canary"], hit["place"], hit["command"]), hit)
         rounds += 1
         download_rounds += downloading
         time.sleep(INTERVAL_S)
     return {"rounds": rounds, "download_rounds": download_rounds, "hits": list(seen.values())}
 
 
-def files_with(canary: str) -> list[str]:
-    """Every file of the host holding the canary (grep: fast over a few GB)."""
+def files_with(canaries: Canaries) -> dict[str, list[str]]:
+    """Per canary, every file of the host holding it (one grep over the whole host: fast over a few GB)."""
     roots = sorted(f"/{name}" for name in os.listdir("/") if name not in VIRTUAL_ROOTS)
-    # -D skip: no FIFOs or sockets (a read would block); the canary goes in on stdin (-f -).
-    found = subprocess.run(["grep", "-rlsF", "-D", "skip", "-f", "-", *roots], input=canary,
+    # -D skip: no FIFOs or sockets (a read would block); the canaries go in on stdin (-f -).
+    found = subprocess.run(["grep", "-rlsF", "-D", "skip", "-f", "-", *roots], input="\n".join(canaries.values()),
                            capture_output=True, text=True, check=False).stdout.split("\n")
-    return [path for path in found if path]
+    paths = [path for path in found if path]
+    return {name: [path for path in paths if value.encode() in read_bytes(path)] for name, value in canaries.items()}
 
 
 def journal_hits(canary: str) -> list[str]:
@@ -129,57 +138,76 @@ def unit_hits(canary: str, unit: str) -> tuple[list[str], list[str]]:
     return hits, read
 
 
-def secret_state(canary: str, secret: str) -> dict:
-    """Owner, mode and content check of the token file and its folder."""
+def secret_state(secret: str) -> dict:
+    """Owner and mode of a secret file and its folder, and its content's sha256 (never the content)."""
     try:
         info, folder = os.stat(secret), os.stat(os.path.dirname(secret))
     except FileNotFoundError:
         return {"exists": False}
-    with open(secret, encoding="utf-8") as handle:
-        holds = handle.read() == f"HF_TOKEN={canary}\n"
+    with open(secret, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
     return {"exists": True, "mode": oct(stat.S_IMODE(info.st_mode)), "owner": f"{info.st_uid}:{info.st_gid}",
-            "folder_mode": oct(stat.S_IMODE(folder.st_mode)), "holds_canary": holds}
+            "folder_mode": oct(stat.S_IMODE(folder.st_mode)), "sha256": digest}
 
 
-def search(canary: str, unit: str, secret: str, staging: str) -> dict:
-    """Every place of the host, after a run, that holds the canary; the token file's state; the staging folder."""
-    processes, _ = scan_processes(canary.encode(), skip_tool_environ=False)
+def search_one(canary: str, secret: str, unit: str, processes: list[dict], files: list[str]) -> dict:
+    """Every place of the host that holds one canary, outside its secret file's folder; that file's state."""
     units, unit_read = unit_hits(canary, unit)
-    histories = sorted(glob.glob("/root/.*history") + glob.glob("/home/*/.*history"))
-    files = files_with(canary)
     secrets_folder = os.path.dirname(secret) + "/"
     places = ([f"file {path}" + (" (shell history)" if path.endswith("history") else "")
                for path in files if not path.startswith(secrets_folder)]
               + [f"journal: {hit}" for hit in journal_hits(canary)]
               + [f"process {hit['place']}: {hit['command']}" for hit in processes] + units)
-    # The token file itself is found too: the proof that the file search does find the canary where it is.
+    # The secret file itself is found too: the proof that the file search does find the canary where it is.
     return {"places": places, "in_secrets_folder": [path for path in files if path.startswith(secrets_folder)],
-            "unit_files_read": unit_read, "histories": histories,
-            "secret": secret_state(canary, secret),
+            "unit_files_read": unit_read, "secret": secret_state(secret)}
+
+
+def search(canaries: Canaries, unit: str, secrets: dict[str, str], staging: str) -> dict:
+    """Per canary, every place of the host that holds it after a run; the shell histories; the staging folder."""
+    processes, _ = scan_processes(canaries, tool_may_hold=None)
+    files = files_with(canaries)
+    found = {name: search_one(value, secrets[name], unit, [hit for hit in processes if hit["canary"] == name],
+                              files[name])
+             for name, value in canaries.items()}
+    histories = sorted(glob.glob("/root/.*history") + glob.glob("/home/*/.*history"))
+    return {"canaries": found, "histories": histories,
             "staging": sorted(os.listdir(staging)) if os.path.isdir(staging) else None}
+
+
+def read_canaries(lines: list[str]) -> Canaries:
+    """``NAME=VALUE`` lines (stdin) as a mapping; blank lines ignored."""
+    pairs = [line.strip().split("=", 1) for line in lines if line.strip()]
+    return {name: value for name, value in pairs if value}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
-    sub.add_parser("sample").add_argument("stop_file")
+    sampling = sub.add_parser("sample")
+    sampling.add_argument("stop_file")
+    sampling.add_argument("--tool-may-hold", default=None)
     find = sub.add_parser("search")
-    for option in ("--unit", "--secret", "--staging"):
+    for option in ("--unit", "--staging"):
         find.add_argument(option, required=True)
+    find.add_argument("--secret", action="append", required=True, help="NAME=FILE: the canary's only place")
     args = parser.parse_args()
-    canary = sys.stdin.readline().strip()
-    if not canary:
+    canaries = read_canaries(sys.stdin.readlines())
+    if not canaries:
         sys.exit("canary_probe: no canary on stdin")
-    report = sample(canary, args.stop_file) if args.mode == "sample" else search(
-        canary, args.unit, args.secret, args.staging)
-    print(redact_all(report, canary))
+    if args.mode == "sample":
+        report = sample(canaries, args.stop_file, args.tool_may_hold)
+    else:
+        secrets = dict(item.split("=", 1) for item in args.secret)
+        report = search(canaries, args.unit, secrets, args.staging)
+    print(redact_all(report, canaries))
 
 
-def redact_all(report: dict, canary: str) -> str:
-    """The report as JSON with the canary replaced everywhere (the strings are cut to 300 characters)."""
+def redact_all(report: dict, canaries: Canaries) -> str:
+    """The report as JSON with every canary replaced everywhere (the strings are cut to 300 characters)."""
     def clean(value: object) -> object:
         if isinstance(value, str):
-            return redact(value, canary)
+            return redact(value, canaries)
         if isinstance(value, list):
             return [clean(item) for item in value]
         if isinstance(value, dict):

@@ -34,6 +34,7 @@ from rigforge.facts.dpkg_state import DpkgUnfinished, parse_dpkg_state
 from rigforge.operations.apt_busy import CONFIGURE_ALL
 from rigforge.sandbox import SandboxHost, exec_in
 from tests.e2e.conftest import Sandbox
+from tests.e2e.power_cut import NOTHING_CHANGED
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, parse_json_output, pyinfra_command, run_pyinfra
 
 DEPLOY = "deploys/host.py"
@@ -47,8 +48,6 @@ for lock in locks:
 open("/root/hold-apt-lock.pid", "w").write(str(os.getpid()))
 time.sleep(float(sys.argv[1]))
 """
-# What a refusal must leave as it was.
-SNAPSHOT = "dpkg -l | sha256sum; find /etc -xdev -printf '%p %m %s %T@\\n' | sort | sha256sum"
 
 
 @dataclass
@@ -99,7 +98,7 @@ def lines_of(text: str) -> list[str]:
 
 
 def test_a_short_bound_fails_with_one_line_naming_the_holder_and_changes_nothing(busy: Busy) -> None:
-    before = busy.sh(SNAPSHOT)
+    before = busy.sh(NOTHING_CHANGED)
     pid = busy.hold_lock(120)
     try:
         result = run_pyinfra(busy.inventory("short", {"apt": {"lock_wait_minutes": 0.1}}), DEPLOY, check=False)
@@ -114,7 +113,7 @@ def test_a_short_bound_fails_with_one_line_naming_the_holder_and_changes_nothing
                         r"/var/lib/dpkg/lock-frontend; gave up after [6-9] s \(apt.lock_wait_minutes: 0.1\); "
                         r"nothing was stopped: run again once it is done, or raise apt.lock_wait_minutes",
                         refusals[0]), refusals[0]
-    assert busy.sh(SNAPSHOT) == before, "the refused run changed the host"
+    assert busy.sh(NOTHING_CHANGED) == before, "the refused run changed the host"
     busy.done.append("short")
 
 

@@ -40,6 +40,7 @@ from rigforge.operations.nvidia_apt import RepoPlatform
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from roles.host import render_host_files
+from roles.nccl import NCCL_CONF
 from roles.tuning import ACS_SCRIPT
 from tests.standins.kernels import UPDATE_KERNEL
 from tests.standins.nvidia_cuda_repo import build_repo, repo_paths, serve_in_host
@@ -52,6 +53,7 @@ PROFILE = "2x-pix"
 OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 VERIFY_MODULES = [f"tests/verify/test_{name}.py" for name in ("driver", "cuda", "boot", "modprobe", "tuning", "nccl")]
 GRAPH_XML = load_profile(PROFILE).nccl.graph_path  # type: ignore[union-attr]
+OLD_GRAPH_LINE = f"NCCL_GRAPH_FILE={GRAPH_XML}"
 PARAMS = ["pci=noacs", "iommu=pt", "mitigations=off", "pcie_aspm=off", "pcie_port_pm=off"]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What may change on the host in a dry run: nothing under these, and no package or hold.
@@ -207,6 +209,39 @@ def test_only_an_nccl_variable_changed_no_reboot_no_initramfs(rig: Rig) -> None:
     assert _op(result, "Reboot if needed")["no_change"] == [rig.host.name]
     assert "NCCL_P2P_LEVEL=SYS" in rig.sh("cat /etc/nccl.conf /etc/rigforge/engine.env")
     rig.done.append("nccl")
+
+
+def test_a_graph_line_left_in_nccl_conf_is_removed_and_nothing_else_moves(rig: Rig) -> None:
+    # A rig provisioned while rigforge still wrote NCCL_GRAPH_FILE into /etc/nccl.conf too (its template put the
+    # line last; the 8x-turin golden file ended with it): every NCCL program on such a rig loads the 8-GPU graph
+    # and fails on fewer GPUs (tests/fixtures/nccl/). The line is added to this host's rigforge-written file as
+    # that template wrote it; the 2x-pix profile keeps the rest of the file what the host layer wrote.
+    rig.require("nccl")
+    inventory = rig.inventory("nccl", boot={"kernel_params": PARAMS}, nccl={"env": {"NCCL_P2P_LEVEL": "SYS"}})
+    converged = rig.sh(f"cat {NCCL_CONF}")
+    rig.sh(f"printf '{OLD_GRAPH_LINE}\\n' >> {NCCL_CONF}")
+
+    # The preflight check and the verify suite both see it (their fix: the host layer).
+    verify = _verify(rig, "tests/verify/test_gpus.py", "tests/verify/test_nccl.py", "-k",
+                     "nccl-conf or graph_file_reaches_the_engine_alone")
+    assert verify.returncode == 1 and "2 failed" in verify.stdout, verify.stdout[-3000:]
+    assert f"nccl-conf: expected no NCCL_GRAPH_FILE in {NCCL_CONF}, found {OLD_GRAPH_LINE} (rigforge's file)" in (
+        verify.stdout)
+
+    # The dry run shows that one line going, and nothing else of the file or the host.
+    dry = run_pyinfra(inventory, HOST_DEPLOY, "--diff", dry=True)
+    assert changed_ops(dry) == [f"Host layer | NCCL and engine environment | Write {NCCL_CONF}"]
+    log = ANSI.sub("", dry.stderr)
+    (rig.workdir / "graph-line-dry-run.log").write_text(log)  # kept for a look
+    diff = log.split(f"Will modify {NCCL_CONF}", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.strip()[2:] for line in diff if re.match(r"\s*[-+] ", line)] == [OLD_GRAPH_LINE], diff
+    assert rig.sh(f"tail -n1 {NCCL_CONF}").strip() == OLD_GRAPH_LINE, "the dry run changed the file"
+
+    result = rig.run(inventory)
+    assert _reboots(result) == 0 and changed_ops(result) == [
+        f"Host layer | NCCL and engine environment | Write {NCCL_CONF}"]
+    assert rig.sh(f"cat {NCCL_CONF}") == converged
+    assert_no_changes(inventory, HOST_DEPLOY)
 
 
 def test_driver_upgrade_rehold_pending_reboot_and_one_reboot(rig: Rig) -> None:

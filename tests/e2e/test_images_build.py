@@ -28,6 +28,7 @@ from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.docker import docker
 from tests.e2e.interrupt import interrupt_when, processes
+from tests.e2e.power_cut import power_cut, power_on, run_and_cut
 from tests.support_flashinfer import GENERATE_KERNELS, extract_package
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -277,3 +278,23 @@ def test_a_build_stopped_by_ctrl_c_finishes_whole_and_by_sigkill_tags_nothing(sa
     assert "TEST_ARG=killed" in built.sh(f"docker run --rm {tag_for('killed', base)} cat /etc/rigforge-build-args")
     assert exec_in(built.host, f"test -e {LOCK_PATH}").returncode != 0
     assert_no_changes(killed, IMAGES_DEPLOY)
+
+
+@pytest.mark.slow
+def test_a_power_cut_in_the_build_tags_nothing_and_the_same_command_builds_it(sandbox, built: ImageHost) -> None:
+    # The whole host SIGKILLed mid-build (docker kill: its Docker engine dies with the build), then started: the
+    # cut run ends in the one lost-connection line, nothing was tagged, the same command builds the image whole.
+    # Slow: pytest -m slow tests/e2e/test_images_build.py -k power_cut (the module's host and first build first).
+    base = _slow_base(built, "power")
+    inventory = built.inventory(sandbox, "power", base_image=base)
+    cut = run_and_cut(inventory, IMAGES_DEPLOY, built.work / "power.log",
+                      lambda: bool(processes(built.host, SLOW_STEP)), lambda: power_cut(built.host))
+    power_on(built.host, sandbox.state)
+    lost = [line.strip() for line in cut.stderr.splitlines() if "connection lost during" in line]
+    print("\n".join(lost))
+    assert cut.returncode != 0 and len(lost) == 1, cut.stderr[-4000:]
+    assert built.image_id(tag_for("power", base)) == "", "an unfinished build was tagged"
+
+    run_pyinfra(inventory, IMAGES_DEPLOY)
+    assert "TEST_ARG=power" in built.sh(f"docker run --rm {tag_for('power', base)} cat /etc/rigforge-build-args")
+    assert_no_changes(inventory, IMAGES_DEPLOY)

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 from pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
-from token_canary import assert_token_only_in_its_file, deploy_with_canary, hub_model, new_canary, serve_hub_in_host
+from token_canary import (
+    assert_canaries_only_in_their_files,
+    canary_env,
+    deploy_with_canaries,
+    hf_canary,
+    hub_model,
+    serve_hub_in_host,
+)
 
 from rigforge.operations.files import UPLOAD_STAGING_DIR
 from rigforge.sandbox import SandboxHost, exec_in
@@ -71,26 +78,26 @@ def sudo_rig(sandbox, tmp_path_factory: pytest.TempPathFactory):
     host = sandbox.fresh_host("sudo")
     state = sandbox.state
     add_sudo_user(host, Path(f"{state.key_path}.pub").read_text())
-    canary = new_canary()
-    serve_hub_in_host(host, model, canary)
+    canary = hf_canary()
+    serve_hub_in_host(host, model, canary.value)
     inventory = sudo_inventory(tmp_path_factory.mktemp("sudo") / "inventory.py", host, state, with_password=False)
-    return host, inventory, deploy_with_canary(host, inventory, canary)
+    return host, inventory, deploy_with_canaries(host, inventory, [canary])
 
 
 def test_full_deploy_as_sudoer_then_zero_changes(sudo_rig) -> None:
     host, inventory, run = sudo_rig
-    assert run.result.returncode == 0, run.result.stderr[-6000:].replace(run.canary, "<canary>")
+    assert run.result.returncode == 0, run.redact(run.result.stderr[-6000:])
     owners = exec_in(host, "stat -c '%U:%G %a %n' /etc/rigforge/profile.json /etc/rigforge/secrets 2>&1; "
                            f"stat -c '%U %a' {UPLOAD_STAGING_DIR}; ls -A {UPLOAD_STAGING_DIR}").stdout.split("\n")
     assert owners[0] == "root:root 644 /etc/rigforge/profile.json", owners
     # Uploads pass through the login user's private staging folder and leave nothing there.
     assert owners[2] == f"{USER} 700" and owners[3] == "", owners
-    assert_no_changes(inventory, "deploys/full.py", env={"HF_TOKEN": run.canary})
+    assert_no_changes(inventory, "deploys/full.py", env=canary_env(run.canaries))
 
 
 def test_canary_token_only_in_its_file_as_sudoer(sudo_rig) -> None:
     run = sudo_rig[2]
-    assert_token_only_in_its_file(run)
+    assert_canaries_only_in_their_files(run)
     assert run.host["staging"] == [], f"the staging folder kept {run.host['staging']}"
 
 

@@ -70,3 +70,26 @@ def test_a_foreign_listener_on_the_engine_port_blocks(sandbox: Sandbox, owned_ho
     assert freed.returncode == 0, freed.stderr[-3000:]
     assert any(row.startswith("engine-port") and f"{PORT}: free" in row for row in freed_rows), freed_rows
     assert not [row for row in freed_rows if "block" in row], freed_rows
+
+
+def test_a_gpu_profile_says_its_trade_offs_before_a_dry_run_changes_anything(
+        sandbox: Sandbox, owned_host: SandboxHost, tmp_path: Path) -> None:
+    # The 4x profile against this CPU-only host: its dry run stops at the preflight (no GPUs), but what is
+    # already there, and the trade-offs, come first. Nothing is installed: no stand-in repository is needed.
+    inventory = sandbox.write_inventory(tmp_path / "inventory4x.py", [owned_host], "4x-threadripper")
+    before = exec_in(owned_host, "dpkg-query -W; ls -lR /etc | md5sum").stdout
+    result = run_pyinfra(inventory, "deploys/full.py", dry=True, check=False)
+    output = ANSI.sub("", result.stderr + result.stdout)
+    lines = table(output, owned_host)
+    rows = lines[next(index for index, row in enumerate(lines) if row.startswith("trade-off")):]
+    said = [line.split(f"[{owned_host.name}] ", 1)[1] for line in output.splitlines()
+            if f"[{owned_host.name}] trade-off: " in line]
+    print("\n".join(said + lines[:2] + rows))  # shown with -s: the README's example
+    assert [line.split(":")[1].strip().split(" ")[0] for line in said] == ["boot.kernel_params", "engine.host",
+                                                                           "engine.flags"], said
+    assert said[0].startswith("trade-off: boot.kernel_params mitigations=off: gives up")
+    assert "source: rig-facts §1.4" in said[0]
+    assert said[1].startswith("trade-off: engine.host 0.0.0.0:") and "requests need the rig's API key" in said[1]
+    assert said[2].startswith("trade-off: engine.flags --trust-remote-code:")
+    assert sum(row.startswith("trade-off") for row in rows) == 3 and "block" not in "".join(rows)
+    assert exec_in(owned_host, "dpkg-query -W; ls -lR /etc | md5sum").stdout == before

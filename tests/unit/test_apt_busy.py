@@ -1,4 +1,4 @@
-"""apt busy and dpkg unfinished (rigforge/operations/apt_busy.py, rigforge/facts/dpkg_state.py).
+"""apt busy and dpkg unfinished (rigforge/operations/apt_busy.py, dpkg_repair.py, rigforge/facts/dpkg_state.py).
 
 The lock wait is run for real on this machine with ``sh``: a real process holds a real fcntl lock (as
 unattended-upgrades does) on files in a temporary folder, read back through the real /proc/locks. The
@@ -12,28 +12,20 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyinfra.api import Config, Inventory, OperationError, State, StringCommand
+from pyinfra.api import OperationError, State
 from pyinfra.api.host import Host
-from pyinfra.api.state import StateStage
-from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 from pyinfra.facts.deb import DebPackages
 
 from rigforge.facts.dpkg_state import DpkgState, DpkgUnfinished, UnfinishedPackage, parse_dpkg_state
 from rigforge.facts.packages import DpkgPackages, InstalledPackage
 from rigforge.operations import apt, nvidia_apt
-from rigforge.operations.apt_busy import (
-    CONFIGURE_ALL,
-    LiveCommand,
-    dpkg_repair,
-    lock_wait_script,
-    reinstall_line,
-    repair_line,
-)
+from rigforge.operations.apt_busy import CONFIGURE_ALL, LiveCommand, lock_wait_script
+from rigforge.operations.dpkg_repair import dpkg_repair, reinstall_line, repair_line
 from rigforge.profile.loader import ProfileError, load_profile
+from tests.support_apt import commands
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "host" / "sandbox-debian12"
 HOLDER = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); getattr(fcntl, sys.argv[2])(f, fcntl.LOCK_EX); " \
@@ -114,7 +106,11 @@ def test_a_package_dpkg_cannot_finish_stops_the_host_with_the_fix() -> None:
         dpkg_repair(found)
     assert str(raised.value) == reinstall_line(found)
     assert "rigforge-cut-off (half-installed, reinstall required)" in str(raised.value)
-    assert "fix: apt-get install --reinstall rigforge-cut-off" in str(raised.value)
+    # dpkg's journal is pending: apt refuses any install before dpkg --configure -a (checked on a sandbox host),
+    # and it cannot remove a package marked reinstall-required; dpkg can, forced.
+    assert str(raised.value).endswith("fix: dpkg --configure -a, then apt-get install --reinstall rigforge-cut-off "
+                                      "(or, to remove it: dpkg --remove --force-remove-reinstreq rigforge-cut-off), "
+                                      "then run again")
 
 
 # --- the lock wait, run for real ---
@@ -187,31 +183,6 @@ def test_an_flock_does_not_stop_apt_and_is_not_waited_for(locks: tuple[str, str]
 
 # --- the operations, planned ---
 
-@pytest.fixture
-def planning(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[State, Host, dict]]:
-    """``@local`` with the sandbox profile (lock wait 10 minutes) and the facts of ``facts``."""
-    profile = load_profile("sandbox").model_dump(mode="json")
-    inventory = Inventory((["@local"], {"rigforge_profile": profile}))
-    state = State(inventory, Config())
-    host = inventory.get_host("@local")
-    state.set_stage(StateStage.Prepare)
-    facts: dict = {DebPackages: {}, DpkgPackages: {}, DpkgUnfinished: DpkgState(), "read": []}
-
-    def get_fact(fact: type, *args: object, **kwargs: object) -> object:
-        facts["read"].append(fact)
-        return facts[fact]
-
-    monkeypatch.setattr(host, "get_fact", get_fact)
-    with ctx_state.use(state), ctx_inventory.use(inventory), ctx_config.use(state.config), ctx_host.use(host):
-        yield state, host, facts
-
-
-def commands(state: State, host: Host) -> list[list[str]]:
-    """Each planned operation's commands, as their raw text."""
-    return [[command.get_raw_value() for command in state.get_op_data_for_host(host, op).command_generator()
-             if isinstance(command, StringCommand)] for op in state.get_op_order()]
-
-
 def test_a_converged_host_plans_nothing_and_reads_no_dpkg_state(planning: tuple[State, Host, dict]) -> None:
     state, host, facts = planning
     facts[DebPackages] = {"curl": {"7.88.1-10"}}
@@ -234,10 +205,13 @@ def test_an_install_waits_repairs_once_then_installs(planning: tuple[State, Host
     first, second = commands(state, host)
     assert first[0].startswith("sh -c ") and "/proc/locks" in first[0]
     assert CONFIGURE_ALL in first[1]
-    assert first[2:] == [
-        "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq",
-        "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "
-        "--no-install-recommends --no-remove numactl"]
+    update, record, install, forget = first[2:]
+    assert update == "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq"
+    assert install == ("DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "
+                       "--no-install-recommends --no-remove numactl")
+    # Recorded on the rig before the transaction, the record removed after it (tests/unit/test_apt_record.py).
+    assert "apt-get -s -o Debug::NoLocking=1 install -y -qq --no-install-recommends --no-remove numactl" in record
+    assert forget == "rm -f /var/lib/rigforge/apt-transaction"
     assert "/proc/locks" in second[0] and not any(CONFIGURE_ALL in command for command in second)
 
 
@@ -252,8 +226,14 @@ def test_the_driver_hold_and_unhold_wait_for_the_lock(planning: tuple[State, Hos
 
 
 def test_an_install_over_a_half_installed_package_stops_before_any_change(
-        planning: tuple[State, Host, dict]) -> None:
-    _, _, facts = planning
+        planning: tuple[State, Host, dict], caplog: pytest.LogCaptureFixture) -> None:
+    state, host, facts = planning
     facts[DpkgUnfinished] = parse_dpkg_state(fixture("interrupted"))
-    with pytest.raises(OperationError, match=r"fix: apt-get install --reinstall rigforge-cut-off"):
+    with caplog.at_level("INFO"):
         apt.packages(name="Install curl", packages=["curl"])
+    line = reinstall_line(facts[DpkgUnfinished])
+    # A dry run says it while planning and counts the host as failed; a run stops there, before the lock wait.
+    assert [record.getMessage() for record in caplog.records] == [f"[@local] {line}"]
+    assert host in state.failed_hosts
+    # The first command fails the host; pyinfra then stops the operation: nothing after it runs.
+    assert commands(state, host)[0][0] == "callback log_refusal"

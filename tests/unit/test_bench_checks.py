@@ -184,3 +184,17 @@ def test_largest_fitting_bisects_on_the_counter() -> None:
 
     assert largest_fitting(words, "123. ", 100, count) == 99
     assert largest_fitting(words, "123. ", 100, lambda text: None) is None
+
+
+def test_extra_cells_are_checked_by_the_client() -> None:
+    fields = {"base_url": "http://127.0.0.1:8000", "model": "m"}
+    good = {"endpoint": "chat", "thinking": False, "concurrency": [1], "input_tokens": [128]}
+    assert config_from_dict({**fields, "extra_cells": [good]}).cell_grids()[1][0].label == "chat, thinking off"
+    for bad, message in ((dict(good, endpoint="responses"), r"extra_cells\[0\]\.endpoint"),
+                         (dict(good, endpoint="completions"), "only for chat"),
+                         (dict(good, concurrency=[0]), r"extra_cells\[0\]\.concurrency"),
+                         (dict(good, seconds=5), "keys from")):
+        with pytest.raises(ConfigError, match=message):
+            config_from_dict({**fields, "extra_cells": [bad]})
+    with pytest.raises(ConfigError, match="chat_probes must be one of"):
+        config_from_dict({**fields, "chat_probes": "all"})

@@ -21,7 +21,8 @@ import pytest
 
 from rigforge.bench.config import config_from_dict
 from rigforge.bench.runner import run_bench
-from rigforge.bench.sanity import prompt_tolerance
+from rigforge.bench.sanity import MAX_CACHED_TOKENS, prompt_tolerance
+from rigforge.profile.loader import load_profile
 from rigforge.sandbox.model import ensure_gemma
 from tests.bench_support.gguf_models import write_loop_gguf, write_multibyte_gguf, write_random_gguf
 from tests.bench_support.llama_server import RunningServer, start_llama_server
@@ -57,9 +58,12 @@ def failed_check_names(cell: dict[str, Any]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def gemma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """Gemma 3 270M on 2 slots of 2048 tokens each."""
+    """Gemma 3 270M on 2 slots of 2048 tokens each, with the sandbox profile's chat template."""
     model = ensure_gemma(MODEL_CACHE)
-    with start_llama_server(model, parallel=2, ctx=4096, log_dir=tmp_path_factory.mktemp("gemma")) as server:
+    flags = load_profile("sandbox").engine.flags
+    template = ("--chat-template", str(flags["--chat-template"]), *(["--no-jinja"] if flags["--no-jinja"] else []))
+    with start_llama_server(model, parallel=2, ctx=4096, log_dir=tmp_path_factory.mktemp("gemma"),
+                            extra_args=template) as server:
         yield server
 
 
@@ -75,20 +79,29 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_gemma_passes_sanity_and_counts_equal_server_usage(gemma_server: RunningServer) -> None:
-    result = bench(gemma_server, concurrency=[1, 2], input_tokens=[32, 96])
+    chat_cell = {"endpoint": "chat", "concurrency": [1], "input_tokens": [32]}
+    result = bench(gemma_server, concurrency=[1, 2], input_tokens=[32, 96], chat_probes="path",
+                   extra_cells=[chat_cell])
     assert result["status"] == "ok", result["failed_checks"]
-    assert [probe["passed"] for probe in result["sanity"]["probes"]] == [True, True]
+    probes = {probe["name"]: probe["passed"] for probe in result["sanity"]["probes"]}
+    assert probes == {"probe_capital": True, "probe_arithmetic": True, "chat_template": True, "chat_capital": True,
+                      "chat_arithmetic": True}
+    rendered = result["server"]["chat_template"]["rendered"]
+    assert rendered == "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
     assert result["server"]["tokenize_endpoint"] is True
     assert result["metadata"] == {"profile": "sandbox", "engine": "llama.cpp"}
-    assert len(result["cells"]) == 4
+    assert [(cell["endpoint"], cell["thinking"]) for cell in result["cells"]] == [("completions", None)] * 4 + [
+        ("chat", None)]
     for cell in result["cells"]:
+        chat = cell["endpoint"] == "chat"
         requests, metrics, server = cell["requests"], cell["metrics"], cell["server"]
         assert cell["status"] == "ok"
         assert all(tokens == 16 for tokens in requests["output_lens"])  # fixed length held (ignore_eos)
         assert metrics["total_output_tokens"] == sum(requests["output_lens"])
         assert server["server_generation_tokens"] == metrics["total_output_tokens"]  # llama.cpp's own counter
         assert server["tokens_match"] is True
-        assert all(cached <= 1 for cached in requests["cached_tokens"])  # only BOS: the nonce defeats the cache
+        # Only BOS (and a chat template's fixed opening): the nonce right after defeats the cache.
+        assert all(cached <= (MAX_CACHED_TOKENS if chat else 1) for cached in requests["cached_tokens"])
         tolerance = prompt_tolerance(cell["input_tokens"])
         assert all(abs(length - cell["input_tokens"]) <= tolerance for length in requests["input_lens"])
         assert metrics["completed"] == len(requests["output_lens"]) >= cell["concurrency"]

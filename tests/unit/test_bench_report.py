@@ -87,3 +87,18 @@ def test_plot_is_written_as_png(result: dict[str, Any], tmp_path: Path) -> None:
 
 def test_empty_result_fails(result: dict[str, Any]) -> None:
     assert not judge({"cells": [], "sanity": {"probes": []}}, []).passed
+
+
+def test_floors_name_completion_cells_and_other_kinds_get_their_own_table(result: dict[str, Any]) -> None:
+    """A chat cell of the same size beside a completion cell: the floor reads the completion cell only."""
+    chat_cell = copy.deepcopy(cell(result, 1, 48))
+    chat_cell.update(endpoint="chat", thinking=True, status="failed", reason="repetition: looped", metrics=None)
+    result["cells"].append(chat_cell)
+    measured = cell(result, 1, 48)["metrics"]
+    verdict = judge(result, [Floor(1, 48, measured["output_throughput"] * 0.5)])
+    lines = {line.name: line for line in verdict.lines}
+    assert lines["floor C=1 in=48"].passed  # not the failed chat cell of the same size
+    assert lines["cell C=1 in=48 (chat, thinking on)"].detail == "failed: repetition: looped"
+    report = render_markdown(result)
+    assert report.count("| C | in | out |") == 2 and "chat, thinking on cells (chat endpoint" in report
+    assert "FAILED: repetition: looped" in report.split("chat, thinking on cells")[1]

@@ -68,6 +68,26 @@ def test_every_rig_profile_gives_a_config_the_client_accepts(name: str) -> None:
     assert config["metadata"]["profile"] == name and config["metadata"]["host"] == "rig-a"
 
 
+@pytest.mark.parametrize(("name", "probes", "reasoning"), [("sandbox", "path", False), ("2x-pix", "answer", True),
+                                                          ("4x-threadripper", "answer", True),
+                                                          ("8x-turin", "answer", True)])
+def test_chat_probes_judge_answers_of_chat_tuned_models_and_thinking_follows_the_parser(
+        name: str, probes: str, reasoning: bool) -> None:
+    profile = load_profile(name)
+    config = bench_config(profile, run_metadata(profile, "rig-a", GPU_VERSIONS))
+    assert (config["chat_probes"], config["reasoning_parser"], config["extra_cells"]) == (probes, reasoning, [])
+
+
+def test_extra_cells_travel_to_the_client_as_their_own_grids() -> None:
+    cells = [{"endpoint": "chat", "thinking": True, "concurrency": [1], "input_tokens": [128]},
+             {"endpoint": "chat", "thinking": False, "concurrency": [1, 8], "input_tokens": [128]}]
+    profile = load_profile("4x-threadripper", {"bench": {"extra_cells": cells}})
+    config = config_from_dict(bench_config(profile, run_metadata(profile, "rig4x-a", GPU_VERSIONS)))
+    grids = [(kind.label, levels, lengths) for kind, levels, lengths in config.cell_grids()]
+    assert grids == [("completions", [1, 2, 4, 8, 16], [128, 4096]), ("chat, thinking on", [1], [128]),
+                     ("chat, thinking off", [1, 8], [128])]
+
+
 def test_metadata_of_a_gpu_rig_carries_driver_cuda_image_and_revision() -> None:
     profile = load_profile("2x-pix")
     metadata = run_metadata(profile, "rig2x-a", GPU_VERSIONS)
@@ -144,7 +164,8 @@ def test_client_command_quotes_paths_and_reports_the_exit_status() -> None:
     command = client_command(paths)
 
     assert command.startswith(f"cd / && PYTHONPATH={REMOTE_LIB_DIR} ")
-    assert f"--config {paths.config} --out {paths.result}; echo {EXIT_MARKER}$?" in command
+    assert f"--config {paths.config} --out {paths.result} --syslog; status=$?; " in command
+    assert command.endswith(f"; echo {EXIT_MARKER}$status")
     assert parse_exit_status(["cell ...", "bench FAILED (...)", f"{EXIT_MARKER}2"]) == 2
     assert parse_exit_status([f"{EXIT_MARKER}0", "later noise"]) == 0
     assert parse_exit_status(["Traceback ...", "python3: No module named rigforge"]) is None

@@ -37,6 +37,7 @@ from rigforge.updates.comparison import (
     spread_percent,
 )
 from rigforge.updates.history import last_before_driver_change
+from tests.bench_support.captured import capture_text
 from tests.bench_support.llama_server import start_llama_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -216,3 +217,27 @@ def test_a_wide_spread_does_not_excuse_repeats_that_are_all_slower(measured: dic
     row = decode_c1(compare(before, after, policy))
     assert row.noise_percent is not None and (row.worse_percent or 0) < row.noise_percent  # the old excuse
     assert row.verdict == "regression"
+
+
+def test_chat_cells_never_compare_with_completion_cells_and_old_results_still_compare() -> None:
+    """The recorded result predates cell kinds (no endpoint in its cells): its cells are completion cells."""
+    before = json.loads(capture_text("result_gemma_sandbox.json"))
+    assert all("endpoint" not in cell for cell in before["cells"])
+    after = copy.deepcopy(before)
+    for cell in after["cells"]:
+        cell.update(endpoint="completions", thinking=None)
+    chat = copy.deepcopy(after["cells"][0])
+    chat.update(endpoint="chat", thinking=True)
+    for block in [chat["metrics"], *(chat.get("repeats") or [])]:
+        if block:
+            block["decode_tps_per_user"]["median"] *= 2  # thinking tokens decode faster under MTP: must not leak
+    after["cells"].append(chat)
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0),))
+    comparison = compare(before, after, policy)
+    decode = [row for row in comparison.cells if row.metric == DECODE]
+    assert [row.where for row in decode] == ["C=1 in=48", "C=1 in=160", "C=2 in=48", "C=2 in=160",
+                                             "C=1 in=48 (chat, thinking on)"]
+    assert all(row.change_percent == 0.0 for row in decode[:4])
+    assert (decode[4].before, decode[4].note, decode[4].verdict) == (None, "failed or missing before", "")
+    assert comparison.verdict == "pass"
+    assert "| 1 (chat, thinking on) | 48 | decode tok/s |" in render_markdown(comparison)

@@ -31,7 +31,8 @@ def test_sandbox_runs_the_launcher_from_the_engine_venv() -> None:
     argv = launch_argv(load_profile("sandbox"))
     assert argv[:2] == [f"{LLAMA_VENV}/bin/python", LAUNCHER_PATH]
     assert argv[2:] == ["--model", GGUF, "--alias", "gemma-3-270m", "--host", "127.0.0.1", "--port", "8080",
-                        "--threads", "2", "--parallel", "4", "--ctx-size", "8192", "--metrics"]
+                        "--threads", "2", "--parallel", "4", "--ctx-size", "8192", "--metrics",
+                        "--chat-template", "gemma", "--no-jinja"]
 
 
 def test_launcher_accepts_every_word_the_unit_gives_it() -> None:
@@ -51,6 +52,25 @@ def test_launcher_maps_flags_onto_the_real_server_parameters() -> None:
     assert (params.port, params.n_parallel, params.n_ctx, params.n_batch) == (9, 2, 4096, 128)
     assert (params.cpuparams.n_threads, params.cpuparams_batch.n_threads) == (3, 1)
     assert params.warmup is False
+
+
+def test_launcher_serves_a_built_in_chat_template_with_jinja_off() -> None:
+    xllamacpp = pytest.importorskip("xllamacpp")
+    args = llama_launcher.parse_args(launch_argv(load_profile("sandbox"))[2:])
+    params = llama_launcher.build_params(args, xllamacpp)
+    assert (params.chat_template, params.use_jinja) == ("gemma", False)
+    plain = llama_launcher.parse_args(["--model", "m", "--alias", "a", "--port", "9", "--threads", "1",
+                                       "--parallel", "1", "--ctx-size", "512"])
+    assert llama_launcher.build_params(plain, xllamacpp).use_jinja is True  # llama.cpp's default stays
+
+
+def test_a_built_in_template_name_without_no_jinja_is_refused() -> None:
+    profile = load_profile("sandbox", {"engine": {"flags": {"--no-jinja": False}}})
+    with pytest.raises(EngineConfigError, match="--chat-template 'gemma' names a llama.cpp built-in template"):
+        launch_command(profile)
+    jinja = "{% for m in messages %}<start_of_turn>{{ m.content }}<end_of_turn>{% endfor %}"
+    own = load_profile("sandbox", {"engine": {"flags": {"--no-jinja": False, "--chat-template": jinja}}})
+    assert launch_argv(own)[-2:] == ["--chat-template", jinja]
 
 
 def test_native_engine_refuses_flags_the_launcher_does_not_know() -> None:

@@ -50,6 +50,11 @@ NEAR_MISSES = [
     "gguf_init_from_file: loaded meta data with 38 key-value pairs and 236 tensors from model.gguf",
     "srv    start: HTTP server is listening, hostname: 127.0.0.1, port: 8080",
     "ValueError: value too large",
+    "probe chat_template: ok the served template renders '<start_of_turn>user\\nHi<end_of_turn>\\n<start_of_turn>"
+    "model\\n'; its turn markers <start_of_turn>, <end_of_turn> are each one token of the model",
+    "probe chat_capital_thinking_on: FAILED chat_reasoning: thinking on, but no reasoning came back in "
+    "reasoning_content or reasoning (the engine runs a reasoning parser: is it the model's?)",
+    "probe chat_capital: FAILED chat_answer: 'What is the capital of France? Answer in one word.' -> 'Lyon.'",
 ]
 
 #: Captured failure output -> the one signature it must give.
@@ -59,13 +64,14 @@ CAPTURES = {
     "llama-port-in-use.txt": "llama-port-in-use",
     "llama-flag-out-of-range.txt": "llama-flag-out-of-range",
     "llama-launcher-unknown-flag.txt": "llama-launcher-unknown-flag",
+    "bench-chat-template-chatml.txt": "chat-template-not-the-models",
 }
 
 
 def matched_ids(lines: list[str], hung: bool = False) -> list[str]:
-    """Ids found in ``lines`` in any place (kernel, engine, startup), each once."""
+    """Ids found in ``lines`` in any place (kernel, engine, startup, bench), each once."""
     found: dict[str, None] = {}
-    for where in ("kernel", "engine", "startup"):
+    for where in ("kernel", "engine", "startup", "bench"):
         for hit in match_lines(ALL, lines, where, hung=hung):
             found[hit.id] = None
     return list(found)

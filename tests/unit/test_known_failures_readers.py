@@ -19,6 +19,8 @@ from rigforge.profile.loader import load_profile
 from roles.bench import known_failure_lines
 from roles.doctor import hit_record
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "known-failures"
+
 XID_79 = "2026-11-24T03:12:09+0000 rig2x-a kernel: NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', " \
          "name=<unknown>, GPU has fallen off the bus."
 XID_13 = "2026-11-24T03:12:01+0000 rig2x-a kernel: NVRM: Xid (PCI:0000:41:00): 13, pid=2210, name=python3, " \
@@ -26,18 +28,25 @@ XID_13 = "2026-11-24T03:12:01+0000 rig2x-a kernel: NVRM: Xid (PCI:0000:41:00): 1
 TILE = "2026-11-24T03:20:00+0000 rig2x-a docker[812]: Failed to initialize cutlass TMA WS grouped gemm"
 PORT = "2026-11-24T03:21:00+0000 sandbox python[90]: 0.00.003.271 E srv         start: couldn't bind HTTP " \
        "server socket, hostname: 127.0.0.1, port: 8080"
+#: A real line of the bench client (tests/fixtures/known-failures/bench-chat-template-chatml.txt) as the journal
+#: shows it (short-iso, syslog identifier rigforge-bench).
+LEAK = next(line for line in (FIXTURES / "bench-chat-template-chatml.txt").read_text().splitlines()
+            if line.startswith("probe chat_capital: FAILED"))
+BENCH_LEAK = f"2026-11-24T04:10:00+0000 sandbox rigforge-bench[2411]: {LEAK}"
 PROFILE = load_profile("sandbox")
 
 
-def test_the_fact_output_splits_into_kernel_and_engine_lines() -> None:
-    logs = parse_failure_logs(f"## kernel\n{XID_79}\n\n## engine\n{TILE}\n")
-    assert logs == FailureLogs((XID_79,), (TILE,))
-    assert parse_failure_logs("## kernel\n## engine\n") == FailureLogs((), ())
+def test_the_fact_output_splits_into_kernel_engine_and_bench_lines() -> None:
+    logs = parse_failure_logs(f"## kernel\n{XID_79}\n\n## engine\n{TILE}\n## bench\n{BENCH_LEAK}\n")
+    assert logs == FailureLogs((XID_79,), (TILE,), (BENCH_LEAK,))
+    assert parse_failure_logs("## kernel\n## engine\n## bench\n") == FailureLogs((), ())
 
 
 def test_a_missing_section_names_the_fact() -> None:
     with pytest.raises(ValueError, match="KnownFailureLogs: no '## engine' section"):
         parse_failure_logs("## kernel\n")
+    with pytest.raises(ValueError, match="KnownFailureLogs: no '## bench' section"):
+        parse_failure_logs("## kernel\n## engine\n")
 
 
 def test_the_command_filters_and_bounds_on_the_rig() -> None:
@@ -45,8 +54,10 @@ def test_the_command_filters_and_bounds_on_the_rig() -> None:
     command = failure_logs_command("rigforge-engine.service", None, ["NVRM: Xid"], ["couldn't bind"])
     assert f"tail -n {MAX_LINES}" in command and "grep -F -e 'NVRM: Xid'" in command
     assert "-b SYSLOG_IDENTIFIER=kernel" in command and '_SYSTEMD_INVOCATION_ID="$id"' in command
-    window = failure_logs_command("u", "-2h", ["a"], ["b"])
+    assert "SYSLOG_IDENTIFIER=rigforge-bench" in command and "ActiveEnterTimestamp" in command
+    window = failure_logs_command("u", "-2h", ["a"], ["b"], ["c"])
     assert "--since -2h SYSLOG_IDENTIFIER=kernel" in window and "-u u --since -2h" in window
+    assert "--since -2h SYSLOG_IDENTIFIER=rigforge-bench 2>/dev/null | grep -F -e c" in window
     run = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, env={"PATH": "/nonexistent"},
                          check=False)
     assert parse_failure_logs(run.stdout) == FailureLogs((), ())
@@ -78,11 +89,21 @@ def test_a_failed_bench_names_what_its_window_shows() -> None:
                      "shared memory at run time: MoE falls back to slow kernels; fix: build the engine image with "
                      "the K=64 FlashInfer patch (patches/flashinfer-0.6.6-sm120-k64.patch) (seen: " + TILE + ")"]
     assert known_failure_lines(FailureLogs((), ()), "T") == [
-        "bench: no known failure in the engine journal or kernel log since T"]
+        "bench: no known failure in the engine journal, kernel log or bench lines since T"]
+
+
+def test_the_bench_lines_name_a_served_template_that_is_not_the_models() -> None:
+    rows = check_known_failures(PROFILE, _facts(FailureLogs((), (), (BENCH_LEAK,))))
+    assert [(row.verdict, row.blocking) for row in rows] == [("fail", False)]
+    assert rows[0].found.startswith("chat-template-not-the-models in the bench's journal lines: 2026-11-24T04:10")
+    assert "engine.flags --chat-template" in rows[0].fix
+    lines = known_failure_lines(FailureLogs((), (), (BENCH_LEAK,)), "T")
+    assert lines[0].startswith("bench: known failure chat-template-not-the-models (fail): the engine applies a "
+                               "chat template that is not the model's")
 
 
 def test_the_doctor_table_has_a_row_per_hit_and_none_for_a_clean_rig() -> None:
-    hits = [hit_record(hit) for hit in find_known_failures(FailureLogs((XID_79,), (PORT,)))]
+    hits = [hit_record(hit) for hit in find_known_failures(FailureLogs((XID_79,), (PORT,), (BENCH_LEAK,)))]
     stdout = "\n".join([
         "noise from a deploy",
         "rigforge-doctor " + json.dumps({"host": "rig2x-a", "since": None, "hits": hits}),
@@ -92,8 +113,9 @@ def test_the_doctor_table_has_a_row_per_hit_and_none_for_a_clean_rig() -> None:
     table = render_table(["rig2x-a", "rig2x-b", "rig2x-c"], records).splitlines()
     assert table[2].startswith("| rig2x-a | kernel | xid-79-fallen-off-bus | blocking | 1 | `2026-11-24T03:12:09")
     assert table[3].startswith("| rig2x-a | engine | llama-port-in-use | fail | 1 |")
-    assert table[4] == "| rig2x-b | kernel, engine | none | - | - | - | - |"
-    assert table[5].startswith("| rig2x-c | - | not read")
+    assert table[4].startswith("| rig2x-a | bench | chat-template-not-the-models | fail | 1 |")
+    assert table[5] == "| rig2x-b | kernel, engine, bench | none | - | - | - | - |"
+    assert table[6].startswith("| rig2x-c | - | not read")
     assert verdict_status(["rig2x-b"], records) == 0 and verdict_status(["rig2x-a"], records) == 1
 
 

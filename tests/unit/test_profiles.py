@@ -56,7 +56,7 @@ OVERRIDES = "host data 'profile_overrides'"
 
 BAD_OVERRIDES = [
     # (overrides, field path, words the message must hold)
-    ({"engine": {"prot": 8000}}, "engine.prot", "unknown setting; allowed here: build, command, docker"),
+    ({"engine": {"prot": 8000}}, "engine.prot", "unknown setting; allowed here: auth, build, command, docker"),
     ({"engine": {"port": "eighty"}}, "engine.port", "valid integer"),
     ({"engine": {"port": 70000}}, "engine.port", "less than or equal to 65535"),
     ({"engine": {"port": -1}}, "engine.port", "greater than or equal to 1"),

@@ -12,6 +12,7 @@ import shlex
 
 import pytest
 
+from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE
 from rigforge.engines import launch_argv
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
@@ -63,7 +64,16 @@ FLAG_ALIASES = {"--speculative-algo": "--speculative-algorithm"}
 MODEL_FLAGS = ("--model", "--model-path")
 #: Docker flags rigforge adds on purpose: a named container it can stop and clean up, never an implicit
 #: pull at start, the nccl role's env file, and the pre-downloaded weights (plus the graph XML) read-only.
-ADDED_DOCKER_FLAGS = {"--rm", "--name", "--pull", "--env-file"}
+ADDED_DOCKER_FLAGS = {"--rm", "--name", "--pull", "--env-file", "--mount"}
+#: The engine's API key (the seeds serve 0.0.0.0 without one): the key file and the entry that hands it to the
+#: engine's module are mounted read-only (``--mount``), and the module runs through the entry (rigforge/api_key.py).
+KEY_ENTRY = [CONTAINER_ENTRY, "--api-key-file", CONTAINER_KEY_FILE]
+
+
+def without_key_entry(program: list[str]) -> list[str]:
+    """``python3 ENTRY --api-key-file FILE -m module …`` as the seeds run it: ``python3 -m module …``."""
+    assert program[1:4] == KEY_ENTRY, f"the engine does not start through the key's entry: {program[:4]}"
+    return [program[0], *program[4:]]
 
 
 def split_docker(argv: list[str], image_prefixes: tuple[str, ...]) -> tuple[list[str], str, list[str]]:
@@ -118,6 +128,7 @@ def test_engine_flags_match_the_seed_command(profile_name: str) -> None:
     profile = load_profile(profile_name)
     _, _, seed_engine = split_docker(shlex.split(SEEDS[profile_name]), ("voipmonitor/",))
     _, _, ours_engine = split_docker(launch_argv(profile), ("rigforge/", "voipmonitor/"))
+    ours_engine = without_key_entry(ours_engine)
     assert ours_engine[: ours_engine.index(next(w for w in ours_engine if w.startswith("--")))] == \
         seed_engine[: seed_engine.index(next(w for w in seed_engine if w.startswith("--")))]  # the program
     seed, ours = engine_flags(seed_engine), engine_flags(ours_engine)

@@ -57,10 +57,11 @@ def only(rows: list[Row]) -> Row:
 
 
 def test_bare_host_blocks_nothing() -> None:
-    for profile in (RIG, SANDBOX):
+    components = ["nvidia-driver", "cuda", "secure-boot", "docker", "gpu-process", "engine-port", "apt-lock"]
+    # The GPU profile's security trade-offs come last (tests/unit/test_tradeoffs.py); the sandbox makes none.
+    for profile, tradeoffs in ((RIG, 3), (SANDBOX, 0)):
         rows = takeover_rows(profile, BARE)
-        assert [row.component for row in rows] == ["nvidia-driver", "cuda", "secure-boot", "docker", "gpu-process",
-                                                   "engine-port", "apt-lock"]
+        assert [row.component for row in rows] == components + ["trade-off"] * tradeoffs
         assert not [row for row in rows if row.blocking]
     driver, cuda = takeover_rows(RIG, BARE)[:2]
     assert (driver.found, driver.action) == ("none", "install 595.45.04 (open)")
@@ -161,7 +162,7 @@ def test_a_foreign_port_holder_blocks_with_the_known_failures_fix() -> None:
 
 def test_apt_lock_is_informational() -> None:
     rows = takeover_rows(RIG, replace(BARE, lock_holders=(LockHolder(812, "unattended-upgr"),)))
-    row = rows[-1]
+    row = next(row for row in rows if row.component == "apt-lock")
     assert (row.found, row.blocking) == ("held by unattended-upgr (pid 812)", False)
 
 

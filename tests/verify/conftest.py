@@ -7,22 +7,46 @@
 The profile is the one the rig records in /etc/rigforge/profile.json, with the engine recipe the record names
 laid over it; ``--profile NAME`` names it explicitly instead (loaded from this checkout's inventory/profiles, with
 the recorded recipe when the profile has it).
+
+Host keys are trusted as the deploys trust them (rigforge/verify_trust.py): before any test, each paramiko host's
+key must be the one its known_hosts lists, or the suite stops with the deploys' one line and runs nothing there.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
+from testinfra.backend import get_backends
+from testinfra.backend.paramiko import ParamikoBackend
 
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
+from rigforge.verify_trust import checked_client, host_key_refusal
 
 RECORD = "/etc/rigforge/profile.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--profile", default=None, help="profile the rig must match (default: the one it records)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop before any test when a host's key is unknown or changed: one line, nothing run on that host."""
+    option = session.config.option
+    if not getattr(option, "hosts", None):
+        return
+    for backend in get_backends(option.hosts.split(","), connection=option.connection,
+                                ssh_config=option.ssh_config, ssh_identity_file=option.ssh_identity_file):
+        refusal = host_key_refusal(backend) if isinstance(backend, ParamikoBackend) else None
+        if refusal:
+            raise pytest.UsageError(refusal)
+
+
+# The connection testinfra opens is checked again before its first command (a key that changed since).
+ParamikoBackend.client = functools.cached_property(checked_client(ParamikoBackend.client.func))
+ParamikoBackend.client.__set_name__(ParamikoBackend, "client")
 
 
 @pytest.fixture(scope="module")
