@@ -14,7 +14,7 @@ from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import bench, takeover
 
 # Validate the run's switches before any operation is planned.
-run_settings()
+run_settings(takes=())
 
 take_deploy_lock()
 takeover.apply_takeover(layers=())  # measures only: the table informs, nothing blocks

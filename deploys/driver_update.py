@@ -17,7 +17,7 @@ from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import base, driver_update, takeover
 
 # Validate the run's switches before any operation is planned.
-settings = run_settings()
+settings = run_settings(takes=())
 
 take_deploy_lock()
 takeover.apply_takeover(layers=("host", "serving"))

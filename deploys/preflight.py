@@ -21,7 +21,9 @@ from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
 from roles import preflight, takeover
 
+settings = run_settings(takes=())
+
 take_deploy_lock()
 takeover.apply_takeover(layers=("host", "container", "serving"), restore=False)  # read-only
-preflight.apply_preflight(with_probe=run_settings().probe)
+preflight.apply_preflight(with_probe=settings.probe)
 release_deploy_lock()

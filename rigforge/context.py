@@ -107,15 +107,16 @@ def _typed(data_json: str, recipe: str | None) -> Profile:
     return profile.with_recipe(recipe) if recipe else profile
 
 
-def run_settings(takes: tuple[str, ...] = ()) -> RunSettings:
+def run_settings(takes: tuple[str, ...] | None = None) -> RunSettings:
     """The run's switches, type-checked; a wrong value stops before any operation runs.
 
-    + takes: the deploy-specific switches this deploy accepts (``DEPLOY_SWITCHES``); the others are refused
+    + takes: given by a deploy file (its first call): the deploy-specific switches it accepts
+      (``DEPLOY_SWITCHES``), the others refused; roles reading a switch later pass nothing
     """
     values = {}
     for key, (kind, default, meaning) in RUN_SWITCHES.items():
         value = host.data.get(key, default)
-        if key in DEPLOY_SWITCHES and key not in takes and value != default:
+        if takes is not None and key in DEPLOY_SWITCHES and key not in takes and value != default:
             raise ProfileError(f"--data {key}={value}: only {DEPLOY_SWITCHES[key]} take it — {meaning}")
         if not isinstance(value, kind):
             expected = "true or false" if kind is bool else "a value"

@@ -174,10 +174,12 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
     # No (state, host) parameters: pyinfra runs this with the host in context, so the operations it calls
     # execute at once as nested operations. The verdict goes to ``_outcome``, whose return value pyinfra reads.
     trials = []
+    previous: Profile | None = None
     for name in host.loop(names):
         managed_file(name=f"Record the trial of {name}", dest=EXPERIMENT_RECORD,
                      content=experiment_record(profile, stamp, start, names, name))
-        trials.append(try_recipe(profile.with_recipe(name), results_dir, connector))
+        trials.append(try_recipe(profile.with_recipe(name), previous, results_dir, connector))
+        previous = profile.with_recipe(name)
         host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trials[-1].disqualified}" if trials[-1].disqualified
                                         else f"measured ({trials[-1].run_dir})"),
                  logger.warning if trials[-1].disqualified else logger.info)
@@ -204,15 +206,36 @@ def settle(profile: Profile, final: str, start: str, stamp: str) -> None:
     service.apply_service(chosen, settled=True)
 
 
-def try_recipe(profile: Profile, results_dir: Path, connector: dict[str, Any]) -> Trial:
-    """Switch the rig to one recipe, wait until healthy, bench it, and judge it (disqualified, or measured)."""
+def switch_steps(profile: Profile, previous: Profile | None) -> list[tuple[str, Any]]:
+    """The roles a switch from ``previous`` (None: the first trial, everything) to ``profile`` must run:
+    only those whose inputs differ — the checkpoint, the image, the native server; the unit always."""
+    if previous is None:
+        return [("its weights", weights.apply_weights), ("its image", images.apply_images),
+                ("its engine", engine.apply_engine)]
+    steps = []
+    if profile.model != previous.model:
+        steps.append(("its weights", weights.apply_weights))
+    if profile.engine.native is None and image_ref(profile) != image_ref(previous):
+        steps.append(("its image", images.apply_images))
+    if profile.engine.native != previous.engine.native:
+        steps.append(("its engine", engine.apply_engine))
+    return steps
+
+
+def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, connector: dict[str, Any]) -> Trial:
+    """Switch the rig to one recipe, wait until healthy, bench it, and judge it (disqualified, or measured).
+
+    + profile: the profile with the recipe laid over it
+    + previous: the recipe tried before it (its weights, image and engine need no second look), None for the first
+    + results_dir: the controller's results folder
+    + connector: the operation's connector arguments
+    """
     name = profile.engine.recipe or ""
     recipe = profile.engine.recipes[name]
     about = {"recipe": name, "description": recipe.description, "source": recipe.source,
              "claims": tuple(claim.model_dump(mode="json") for claim in recipe.claims)}
     window = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    for step, role in (("its weights", weights.apply_weights), ("its image", images.apply_images),
-                       ("its engine", engine.apply_engine)):
+    for step, role in switch_steps(profile, previous):
         try:
             role(profile)
         except NestedOperationError:

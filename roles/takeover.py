@@ -38,7 +38,7 @@ def apply_takeover(layers: Sequence[str] = LAYERS, restore: bool = True) -> None
       serving layer puts the rig's recipe back, and the read-only ones, pass False)
     """
     profile = current_profile()
-    settings = run_settings(takes=("recipe", "recipes", "keep"))  # each deploy refuses what it does not take
+    settings = run_settings()
     switches = frozenset({SWITCH} if settings.replace_driver else ())
     recipe = ((host.get_fact(RigRecipe) or NO_RECIPE_STATE, current_recipe_choice())
               if profile.engine.recipes else None)
