@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import posixpath
+import signal
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -169,13 +171,45 @@ def _outcome(state: Any, host: Any, outcome: dict[str, bool]) -> bool:
     return outcome.get("ok", False)
 
 
+#: Set by Ctrl-C while an experiment runs (pyinfra's own handler still runs: it ends the run once the operation
+#: under way returns, and the whole experiment is one operation), so the experiment stops at its next step.
+CTRL_C = threading.Event()
+
+
+def watch_ctrl_c() -> None:
+    """Chain a handler before pyinfra's Ctrl-C handler that only sets ``CTRL_C`` (once per process)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "rigforge_chained", False):
+        return
+
+    def chained(signum: int, frame: Any) -> None:
+        CTRL_C.set()
+        if callable(previous):
+            previous(signum, frame)
+
+    chained.rigforge_chained = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, chained)
+
+
+def stopped_by_ctrl_c(start: str, where: str) -> bool:
+    """Whether Ctrl-C came: then the experiment says where it stopped and leaves its record for the next deploy."""
+    if not CTRL_C.is_set():
+        return False
+    host.log(f"recipes: Ctrl-C: stopped {where}; {EXPERIMENT_RECORD} stays, and the next deploy on this rig puts "
+             f"{start} back", logger.warning)
+    return True
+
+
 def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp: str, results_dir: Path,
                 connector: dict[str, Any], outcome: dict[str, bool]) -> None:
     # No (state, host) parameters: pyinfra runs this with the host in context, so the operations it calls
     # execute at once as nested operations. The verdict goes to ``_outcome``, whose return value pyinfra reads.
+    watch_ctrl_c()
     trials = []
     previous: Profile | None = None
     for name in host.loop(names):
+        if stopped_by_ctrl_c(start, f"before {name}"):
+            return
         managed_file(name=f"Record the trial of {name}", dest=EXPERIMENT_RECORD,
                      content=experiment_record(profile, stamp, start, names, name))
         trials.append(try_recipe(profile.with_recipe(name), previous, results_dir, connector))
@@ -183,6 +217,8 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
         host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trials[-1].disqualified}" if trials[-1].disqualified
                                         else f"measured ({trials[-1].run_dir})"),
                  logger.warning if trials[-1].disqualified else logger.info)
+    if stopped_by_ctrl_c(start, "after the last trial"):
+        return
     report = build_report(trials, start, RegressionPolicy.from_profile(profile.with_recipe(start)))
     folder = write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
     for line in report_table(report):
