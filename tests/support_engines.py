@@ -61,7 +61,7 @@ UNREAD_AS_PUBLISHED: dict[tuple[str, str], dict[str, str]] = {
 }
 
 #: What importing each engine's argument parser needs besides the release and torch (found by importing it in a
-#: bare venv until it imported: vLLM 0.17.1, 0.19.1, 0.33.0; SGLang 0.5.10, 0.5.23). Versions: the release's own
+#: bare venv until it imported: vLLM 0.17.1, 0.19.1, 0.33.0; SGLang 0.5.10(.post1), 0.5.23). Versions: the release's own
 #: requirement where it names the package, else pip's choice.
 PARSER_NEEDS = {
     "vllm": ("aiohttp", "cachetools", "cbor2", "cloudpickle", "fastapi", "gguf", "huggingface_hub", "llguidance",

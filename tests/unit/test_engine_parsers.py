@@ -52,7 +52,7 @@ def test_the_engine_release_accepts_the_recipe(profile_name: str, recipe_name: s
     release = recipe.engine_release
     verdict = verdicts(release)[f"{profile_name}:{recipe_name}"]
     fork_flags, fork_env = (recipe.fork.flags, recipe.fork.env) if recipe.fork else ([], [])
-    fork = recipe.fork.name if recipe.fork else "a fork"
+    fork = recipe.fork.name if recipe.fork else "none declared"
     published = UNREAD_AS_PUBLISHED.get((profile_name, recipe_name), {})
     refused = {entry["flag"]: entry["message"] for entry in verdict["refused"]}
     unread = set(verdict["unread"])
@@ -73,3 +73,25 @@ def test_the_engine_release_accepts_the_recipe(profile_name: str, recipe_name: s
                           f"({', '.join(verdict['checked'])}; fork: {fork}):\n  " + "\n  ".join(problems))
     for name, why in published.items():
         print(f"{profile_name}:{recipe_name} sets {name}, which {release} never reads: {why}")
+
+
+REFUSALS = [
+    ("4x-threadripper", "wiki", {"--max-num-seqs": "many", "--no-such-flag": True}, {"VLLM_NO_SUCH_SWITCH": "1"},
+     {"--max-num-seqs", "--no-such-flag"}),
+    ("2x-pix", "b12x-nextn", {"--speculative-algorithm": "NO_SUCH", "--kv-cache-dtype": "fp9"},
+     {"SGLANG_NO_SUCH_SWITCH": "1"}, {"--fp4-gemm-backend", "--moe-runner-backend", "--speculative-algorithm",
+                                      "--kv-cache-dtype"}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("profile_name", "recipe_name", "flags", "env", "refused"), REFUSALS,
+                         ids=[f"{p}:{r}" for p, r, *_ in REFUSALS])
+def test_the_release_names_what_it_refuses(profile_name: str, recipe_name: str, flags: dict, env: dict,
+                                           refused: set[str]) -> None:
+    """The judge has teeth: an unknown flag, a refused value and an unread variable, each named."""
+    profile = load_profile(profile_name, {"engine": {"recipes": {recipe_name: {"flags": flags, "env": env}}}})
+    release = profile.engine.recipes[recipe_name].engine_release
+    verdict = judge_launches(release, {"bad": engine_launch(profile.with_recipe(recipe_name))})["bad"]
+    assert {entry["flag"] for entry in verdict["refused"]} == refused, verdict
+    assert verdict["unread"] == sorted(env), verdict
