@@ -125,7 +125,10 @@ def _named_flags(message: str, lines: list[list[str]]) -> list[str]:
         return [flag for flag in rendered if flag == ambiguous.group(1)]
     option = re.match(r"argument ([^:]+):", message)
     if option:
-        return [flag for flag in rendered if flag in option.group(1).split("/")]
+        spellings = option.group(1).split("/")
+        exact = [flag for flag in rendered if flag in spellings]
+        # a rendered abbreviation argparse expanded (--speculative-algo) is named by its full spelling
+        return exact or [flag for flag in rendered if any(name.startswith(flag) for name in spellings)]
     return []
 
 
