@@ -167,7 +167,7 @@ POLICY = RegressionPolicy.from_profile(load_profile("sandbox"))
 
 
 def trial(recipe: str, result: dict[str, Any] | None = None, disqualified: str = "") -> Trial:
-    """A trial of ``recipe`` (a recipe the sandbox profile no longer has, as the recorded small-batch, has no claims)."""
+    """A trial of ``recipe``; one the sandbox profile no longer has (the recorded small-batch) has no claims."""
     declared = load_profile("sandbox").engine.recipes.get(recipe)
     claims = tuple(claim.model_dump(mode="json") for claim in declared.claims) if declared else ()
     return Trial(recipe, f"{recipe} (description)", "a source", result, f"results/x/{recipe}", disqualified, claims)
