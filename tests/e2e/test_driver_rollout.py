@@ -13,7 +13,7 @@ equal within the sandbox's noise, the throttled one regresses.
 
 Sandbox profile data (not stand-ins, but chosen for this noisy 2-core machine): one bench cell (C=1) of 10 s
 (a few requests per repeat, not one), no speed floor (a loaded machine pushed an unthrottled rig under the
-sandbox's 1 tok/s floor, which stopped the rollout at its baseline), and a decode tolerance of 40 % instead of
+sandbox's floor, then 1 tok/s, which stopped the rollout at its baseline), and a decode tolerance of 40 % instead of
 the base profile's 5 %, so CPU noise from the other hosts rarely reads as a regression while a 0.25-CPU rig
 (several times slower) does. A change reads as "within noise" only while the repeats before and after
 overlap, so a baseline repeat that the machine's load slowed cannot hide the throttled rig's slowdown.

@@ -54,7 +54,7 @@ def add_sudo_user(host: SandboxHost, public_key: str, password: str | None = Non
 
 
 #: This module proves sudo, not speed: one bench cell, and a floor that only a stalled server misses (the
-#: sandbox profile's floor of 1 tok/s is missed on this 2-core machine when other tests load it).
+#: sandbox profile's stall guard).
 BENCH = {"concurrency": [1], "floors": [{"concurrency": 1, "input_tokens": 128, "min_output_tps": 0.05,
                                          "min_decode_tps_per_user": 0.05}]}
 
