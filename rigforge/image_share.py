@@ -169,8 +169,8 @@ def _build_here(state: State, host: Host, need: Provide, entry: _Image) -> bool:
         # (a tag is given only to a finished image) instead of leaving it running detached beside the next run's.
         command = StringCommand("sh", QuoteString(need.script), QuoteString(need.log),
                                 *(QuoteString(argument) for argument in need.arguments))
-        ok, _ = host.run_shell_command(command, print_output=True, print_input=state.print_input, _get_pty=True,
-                                       **need.connector)
+        ok, _ = host.run_shell_command(command, print_output=True, print_input=state.print_input,
+                                       **{**need.connector, "_get_pty": True})
         return bool(ok)
     finally:
         if shared:

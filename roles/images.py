@@ -65,6 +65,11 @@ def resolution_lines(plan: BuildPlan, resolution: Resolution) -> list[str]:
     return lines
 
 
+def build_operation_name(tag: str) -> str:
+    """The name of the operation that makes ``tag`` present (built by one rig of the run, loaded by the others)."""
+    return f"Build {tag} (only when that tag is missing; one rig of the run builds it, the others load it)"
+
+
 def _write_context(profile: Profile, plan: BuildPlan) -> None:
     for path in (IMAGES_ROOT, LOG_DIR, RECORDS_DIR, plan.context_dir):
         _directory(path)
@@ -114,8 +119,7 @@ def apply_images(profile: Profile | None = None) -> None:
                          dest=plan.record_path,
                          content=render("images/image-record.json.j2", profile,
                                         record=record_document(plan, resolution)))
-        image_provided(name=f"Build {plan.tag} once for the run's rigs, or load it from a rig that has it "
-                            "(only when that tag is missing)", tag=plan.tag, arguments=plan.docker_build_arguments(),
+        image_provided(name=build_operation_name(plan.tag), tag=plan.tag, arguments=plan.docker_build_arguments(),
                        log=plan.log_path, script=BUILD_SCRIPT, commits=plan.commits)
         image_contents_copied(name=f"Copy the image's contents file to {plan.contents_path}", tag=plan.tag,
                               dest=plan.contents_path)
