@@ -45,6 +45,8 @@ from pyinfra.connectors.util import make_unix_command_for_host
 from rigforge.facts.read_ahead import not_a_change
 
 CHUNK = 1 << 20
+#: Connector arguments that say how to run a command, not how to write its command line.
+_RUN_ONLY = ("_get_pty", "_timeout", "_stdin", "_success_exit_codes")
 MB = 1e6
 
 
@@ -205,7 +207,9 @@ def receive(state: State, source: Host, target: Host, need: Provide) -> None:
 
 def _channel(state: State, host: Host, command: StringCommand, connector: dict[str, Any]) -> Any:
     assert isinstance(host.connector, SSHConnector) and host.connector.client is not None
-    unix_command = make_unix_command_for_host(state, host, command, **connector)
+    # What the SSH connector itself takes out before it builds the command line (pyinfra/connectors/ssh.py).
+    wrapping = {key: value for key, value in connector.items() if key not in _RUN_ONLY}
+    unix_command = make_unix_command_for_host(state, host, command, **wrapping)
     logger.debug("Running command on %s: (pty=False) %s", host.name, unix_command)
     channel = host.connector.client.get_transport().open_session()
     channel.exec_command(unix_command.get_raw_value())
