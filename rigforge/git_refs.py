@@ -164,7 +164,9 @@ def resolve(refs: Iterable[GitRef], listings: Mapping[str, LsRemote], where: str
             continue
         listing = listings[ref.repository]
         if listing.status != 0:
-            detail = listing.errors[-1] if listing.errors else f"exit status {listing.status}"
+            # git's first fatal line says why; the lines after it are advice about access rights.
+            detail = next((line for line in listing.errors if line.startswith(("fatal:", "error:"))),
+                          listing.errors[-1] if listing.errors else f"exit status {listing.status}")
             raise UnresolvedRef(f"engine.build.args.{ref.arg}: {ref.ref!r} could not be resolved: git ls-remote "
                                 f"{ref.repository} failed {where}: {detail}")
         commit = commit_of(listing.refs, ref.ref)

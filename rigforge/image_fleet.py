@@ -72,6 +72,12 @@ _requests: weakref.WeakKeyDictionary[State, dict[tuple[str, bool], _Request]] = 
 _decided: weakref.WeakKeyDictionary[Host, dict[str, Resolution]] = weakref.WeakKeyDictionary()
 
 
+def fleet_hosts(state: State) -> list[Host]:
+    """The run's active rigs in inventory order (pyinfra keeps them as a set)."""
+    active = state.active_hosts
+    return [candidate for candidate in state.inventory if candidate in active]
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -138,7 +144,7 @@ def _fleet_request(state: State, host: Host, plan: BuildPlan, rebuild: bool) -> 
 
 def _fleet_choice(state: State, request: _Request) -> Resolution | None:
     """Another rig's record: the first in inventory order whose image is there, else the first with a record."""
-    order = [candidate.name for candidate in state.inventory.get_active_hosts()]
+    order = [candidate.name for candidate in fleet_hosts(state)]
     ranked = sorted(request.records.items(), key=lambda item: (not item[1][1], order.index(item[0])
                                                                if item[0] in order else len(order)))
     if not ranked:
@@ -157,8 +163,7 @@ def _gather_records(state: State, plan: BuildPlan) -> dict[str, tuple[ImageRecor
                 return None
             return record, bool(other.get_fact(DockerImageId, ref=record.tag))
 
-    hosts = list(state.inventory.get_active_hosts())
-    jobs = {other.name: gevent.spawn(read, other) for other in hosts}
+    jobs = {other.name: gevent.spawn(read, other) for other in fleet_hosts(state)}
     gevent.joinall(list(jobs.values()))
     return {name: job.value for name, job in jobs.items() if job.successful() and job.value is not None}
 

@@ -43,6 +43,7 @@ from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.util import make_unix_command_for_host
 
 from rigforge.facts.read_ahead import not_a_change
+from rigforge.image_fleet import fleet_hosts
 
 CHUNK = 1 << 20
 #: Connector arguments that say how to run a command, not how to write its command line.
@@ -124,10 +125,10 @@ def _holders(state: State, host: Host, tag: str, entry: _Image) -> list[Host]:
     """The rigs of the run that have ``tag`` (asked once per run, in parallel; later ones wait for the answer)."""
     if entry.holders is None and not entry.asking:
         entry.asking = True
-        others = [other for other in state.inventory.get_active_hosts() if other is not host and _shares(other)]
+        others = [other for other in fleet_hosts(state) if other is not host and _shares(other)]
         jobs = {other: gevent.spawn(image_id, state, other, tag) for other in others}
         gevent.joinall(list(jobs.values()))
-        entry.holders = [other for other, job in jobs.items() if job.successful() and job.value]
+        entry.holders = [other for other, job in jobs.items() if job.successful() and job.value]  # inventory order
         entry.asked.set()
     entry.asked.wait()
     return [holder for holder in entry.holders or [] if holder is not host]

@@ -229,3 +229,17 @@ def test_wrong_output_names_the_probe() -> None:
     assert wrong_output(recorded("rope-broken")).startswith(
         "wrong output: probe_capital: 'Q: What is the capital of France?\\nA:' -> ' A: A: A:")
     assert wrong_output(recorded("default")) == ""
+
+
+def test_the_report_names_each_recipes_image_and_its_commits() -> None:
+    refs = {"VLLM_REF": {"repository": "https://github.com/vllm-project/vllm.git", "ref": "v0.19.1",
+                         "commit": "1" * 40}}
+    built = Trial("wiki", "d", "s", recorded("default"), "results/x/wiki", image="rigforge/vllm:9a42174d356c1803",
+                  image_git_refs=refs)
+    native = trial("default", recorded("default"))
+    report = build_report([native, built], "default", POLICY)
+    markdown = report_markdown(report, "h", "s")
+    assert f"- **wiki**: rigforge/vllm:9a42174d356c1803 (VLLM_REF v0.19.1 = {'1' * 40})" in markdown
+    assert "- **default**: no image (a native engine, or it never got one)" in markdown
+    data = report_json(report, "h", "s")["recipes"][1]
+    assert (data["image"], data["image_git_refs"]) == ("rigforge/vllm:9a42174d356c1803", refs)
