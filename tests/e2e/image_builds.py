@@ -6,6 +6,12 @@ for rigforge's build chain (build args, a git checkout, patches, the contents fi
 
     overrides = build_overrides({"dockerfile": "chain-check", "base_image": "rigforge-test/minimal:1", "args": {}})
     import_minimal_image(host, "rigforge-test/minimal:1", extra_tools=("git",))
+    repository = serve_stand_in_repository(host)      # git://ADDRESS/standin.git, branch main moves
+    commit = push_commit(host, "one")
+
+The stand-in repository stands in for GitHub, which is not reachable here: a bare repository served by
+``git daemon`` (git://) on the host's own network address, which the other sandbox hosts and the host's own
+build containers reach.
 """
 
 from __future__ import annotations
@@ -65,3 +71,37 @@ def build_overrides(build: dict[str, Any]) -> dict[str, Any]:
             "recipes": recipes,
         },
     }
+
+
+_STAND_IN = r"""
+set -eu
+mkdir -p /srv/git && git init -q --bare /srv/git/standin.git
+git -C /srv/git/standin.git config uploadpack.allowAnySHA1InWant true  # fetch one commit by id, as GitHub allows
+git init -q /srv/work && cd /srv/work && git config user.email t@example.org && git config user.name test
+address=$(ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)
+systemd-run --unit git-standin --collect git daemon --reuseaddr --base-path=/srv/git --export-all \
+  --listen="$address" --port=9418 /srv/git >/dev/null 2>&1
+echo "git://$address/standin.git"
+"""
+
+
+def serve_stand_in_repository(host: SandboxHost) -> str:
+    """Serve an empty stand-in repository from ``host`` (git must be installed there); return its URL."""
+    proc = exec_in(host, ["sh", "-c", _STAND_IN])
+    assert proc.returncode == 0, f"{host.name}: the stand-in repository: {proc.stderr}"
+    return proc.stdout.strip()
+
+
+def push_commit(host: SandboxHost, message: str) -> str:
+    """A new commit on main of the stand-in repository served from ``host``; its id."""
+    proc = exec_in(host, f"cd /srv/work && echo {message} > file && git add file && git commit -qm {message} && "
+                         "git push -q /srv/git/standin.git HEAD:main && git rev-parse HEAD")
+    assert proc.returncode == 0, f"{host.name}: commit {message}: {proc.stderr}"
+    return proc.stdout.strip()
+
+
+def moving_ref_overrides(repository: str, base_image: str, ref: str = "main") -> dict[str, Any]:
+    """The sandbox profile building chain-check from ``ref`` of ``repository`` (git on the rigs for ls-remote)."""
+    build = build_overrides({"dockerfile": "chain-check", "base_image": base_image, "patches": [],
+                             "args": {"SOURCE_REPOSITORY": repository, "SOURCE_REF": ref}})
+    return {**build, "base_packages": [*load_profile("sandbox").base_packages, "git"]}

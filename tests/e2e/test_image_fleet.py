@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from image_builds import build_overrides, import_minimal_image
+from image_builds import import_minimal_image, moving_ref_overrides, push_commit, serve_stand_in_repository
 from pyinfra_run import PyinfraResult, assert_no_changes, run_pyinfra
 
 from rigforge.images import build_plan
@@ -30,23 +30,10 @@ BASE_IMAGE = "rigforge-test/gitbase:1"
 IMAGES_DEPLOY = "deploys/images.py"
 CONTAINER_DEPLOY = "from roles import base, container\n\nbase.apply_base()\ncontainer.apply_container()\n"
 BUILT = "image build: done in"  # build-image.sh's last line, once per docker build
-STAND_IN = r"""
-set -eu
-mkdir -p /srv/git && git init -q --bare /srv/git/standin.git
-git -C /srv/git/standin.git config uploadpack.allowAnySHA1InWant true  # fetch one commit by id, as GitHub allows
-git init -q /srv/work && cd /srv/work && git config user.email t@example.org && git config user.name test
-address=$(ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)
-systemd-run --unit git-standin --collect git daemon --reuseaddr --base-path=/srv/git --export-all \
-  --listen="$address" --port=9418 /srv/git >/dev/null 2>&1
-echo "$address"
-"""
 
 
 def overrides(repository: str, ref: str = "main") -> dict:
-    """The sandbox profile building chain-check from ``ref`` of the stand-in repository (git on the rigs)."""
-    build = build_overrides({"dockerfile": "chain-check", "base_image": BASE_IMAGE,
-                             "args": {"SOURCE_REPOSITORY": repository, "SOURCE_REF": ref}, "patches": []})
-    return {**build, "base_packages": [*load_profile("sandbox").base_packages, "git"]}
+    return moving_ref_overrides(repository, BASE_IMAGE, ref)
 
 
 @dataclass
@@ -63,10 +50,7 @@ class Fleet:
         return proc.stdout.strip()
 
     def commit(self, message: str) -> str:
-        """A new commit on main of the stand-in repository; its id."""
-        return self.sh(self.rigs[0], f"cd /srv/work && echo {message} > file && git add file && "
-                                     f"git commit -qm {message} && git push -q /srv/git/standin.git HEAD:main && "
-                                     "git rev-parse HEAD")
+        return push_commit(self.rigs[0], message)
 
     def tag(self, commit: str) -> str:
         plan = build_plan(load_profile("sandbox", overrides(self.repository)), {"SOURCE_REF": commit})
@@ -99,13 +83,13 @@ def fleet(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     work = tmp_path_factory.mktemp("fleet")
     rigs = [sandbox.fresh_host("fleeta"), sandbox.fresh_host("fleetb")]
     address = exec_in(rigs[0], "ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1").stdout.strip()
-    repository = f"git://{address}/standin.git"
-    inventory = sandbox.write_inventory(work / "inventory.py", rigs, "sandbox", overrides(repository))
+    inventory = sandbox.write_inventory(work / "inventory.py", rigs, "sandbox",
+                                        overrides(f"git://{address}/standin.git"))
     container_deploy = work / "container_deploy.py"
     container_deploy.write_text(CONTAINER_DEPLOY)
     run_pyinfra(inventory, container_deploy)  # docker.io and git on both
-    proc = exec_in(rigs[0], ["sh", "-c", STAND_IN])
-    assert proc.returncode == 0, proc.stderr
+    repository = serve_stand_in_repository(rigs[0])
+    assert repository == f"git://{address}/standin.git"
     for rig in rigs:
         import_minimal_image(rig, BASE_IMAGE, extra_tools=("git",))
     fleet = Fleet(rigs, work, repository, inventory, PyinfraResult([], 0, "", ""))
