@@ -143,8 +143,8 @@ def provide_image(state: State, host: Host, need: Provide) -> bool:
         return _build_here(state, host, need, entry)
     if not holders:
         assert entry.builder is not None
-        host.log(f"image {need.tag}: {entry.builder.name} builds it for this run's rigs; waiting for it to load "
-                 "it from there", logger.info)
+        host.log(f"image {need.tag}: {entry.builder.name} builds it for this run's rigs; waiting for that build, "
+                 "then loading it from there", logger.info)
         if not entry.built.get():
             host.log_styled(f"image {need.tag}: the build on {entry.builder.name} failed (its output above): "
                             "nothing was built here; run the deploy again", fg="red", log_func=logger.error)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pyinfra_run import PyinfraResult, assert_no_changes, run_pyinfra
 from rigforge.images import build_plan
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
+from tests.e2e.interrupt import interrupt_when, processes
 
 TESTS = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "rigforge-test/gitbase:1"
@@ -60,7 +62,8 @@ class Fleet:
     def image(self, rig: SandboxHost, tag: str) -> dict:
         """``docker image inspect`` of ``tag`` on ``rig`` ({} when it is not there)."""
         text = exec_in(rig, f"docker image inspect {tag}").stdout
-        return json.loads(text)[0] if text.strip().startswith("[") else {}
+        found = json.loads(text) if text.strip().startswith("[") else []
+        return found[0] if found else {}
 
     def contents(self, rig: SandboxHost, tag: str) -> tuple[dict, dict]:
         """The image's contents file beside the build log, and the one inside the image."""
@@ -185,3 +188,21 @@ def test_a_ref_that_does_not_resolve_stops_the_build_with_one_line(sandbox, flee
     assert lines == [f"    [{fleet.rigs[0].name}] image chain-check: engine.build.args.SOURCE_REF: 'no-such-branch' "
                      f"does not resolve in {fleet.repository} (git ls-remote on {fleet.rigs[0].name} lists no branch "
                      "or tag of that name); name an existing branch or tag, or pin a commit (40 hex digits)"], lines
+
+
+@pytest.mark.slow
+def test_a_transfer_cut_short_loads_nothing_and_the_next_run_transfers_it_whole(fleet: Fleet) -> None:
+    # The controller SIGKILLed while the image travels (a laptop gone): the rig that was loading it has no image
+    # under the tag, and the same command transfers it again, whole. The rig lost its image (its record kept), so
+    # the run loads it from the other rig. Slow: pytest -m slow tests/e2e/test_image_fleet.py -k cut
+    holder, target = fleet.rigs
+    tag = fleet.record(target)["tag"]
+    wanted = fleet.image(holder, tag)["Id"]
+    fleet.sh(target, f"docker image rm {tag} >/dev/null")
+    interrupt_when(fleet.inventory, IMAGES_DEPLOY, fleet.work / "cut.log",
+                   lambda: bool(processes(target, "docker load")), signal.SIGKILL)
+    assert "got it from" not in (fleet.work / "cut.log").read_text()
+    assert fleet.image(target, tag) == {}, "a transfer cut short left an image under the tag"
+    again = run_pyinfra(fleet.inventory, IMAGES_DEPLOY)
+    assert fleet.image(target, tag)["Id"] == wanted and _builds(again) == []
+    assert f"[{target.name}] image {tag}: got it from {holder.name}" in again.stdout + again.stderr
