@@ -13,7 +13,7 @@ It prints the experiment's wall time beside N x (switch + health + bench) and th
 1.10), and the switch back's changed operations. The bench is cut down to one cell (as the e2e test does) so
 the run takes minutes; the ratio is about the experiment's own overhead, which does not grow with the cells.
 
-    .venv/bin/python measurements/recipes_cost.py [--recipes default,one-thread,one-slot,small-batch] [--keep]
+    .venv/bin/python measurements/recipes_cost.py [--recipes default,one-thread,one-slot] [--keep]
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def pyinfra(inventory: Path, deploy: str, *args: str, results: Path) -> tuple[fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipes", default="default,one-thread,one-slot,small-batch",
-                        help="the recipes, the starting one first (default: the four sandbox recipes that measure)")
+    parser.add_argument("--recipes", default="default,one-thread,one-slot",
+                        help="the recipes, the starting one first (default: the three sandbox recipes that measure)")
     parser.add_argument("--keep", action="store_true", help="leave the sandbox host running")
     args = parser.parse_args()
     names = args.recipes.split(",")

@@ -39,6 +39,7 @@ from rigforge.facts.packages import DpkgPackages
 from rigforge.operations.driver_takeover import refuse_foreign_driver
 from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import missing_module_lines
+from rigforge.operations.nested import nested_flow
 from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
 from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
 from rigforge.operations.secure_boot import refuse_untrusted_driver
@@ -250,28 +251,18 @@ def judge_driver_update(profile: Profile, plan: UpdatePlan, settings: RunSetting
     if not state.is_executing:
         host.noop("judged once both benches ran")
         return
-    outcome: dict[str, bool] = {}
-    yield FunctionCommand(_judge, (profile, plan, settings, started, baseline, outcome), {})
-    yield FunctionCommand(_outcome, (outcome,), {})
+    yield from nested_flow(_judge, profile, plan, settings, started, baseline)
 
 
-def _outcome(state: State, host: Host, outcome: dict[str, bool]) -> bool:
-    del state, host
-    return outcome.get("ok", False)
-
-
-def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str, baseline: str | None,
-           outcome: dict[str, bool]) -> None:
-    # No (state, host) parameters: pyinfra then runs this with the host in context, so the rollback's
-    # operations, called from here, execute at once as nested operations. Its verdict goes to ``_outcome``,
-    # whose return value pyinfra reads (it ignores this one's).
+def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str, baseline: str | None) -> bool:
+    # Run with the host in context (rigforge/operations/nested.py): the rollback's operations, called from here,
+    # execute at once as nested operations.
     record: UpdateRecord = judge_update(results_root(), host.name, profile, plan.installed, plan.target,
                                         started, Path(baseline) if baseline else None, plan.rollback)
-    outcome["ok"] = record.ok
     for line in record.report_lines():
         host.log(line, logger.info if record.ok else logger.error)
     if record.ok or plan.rollback:
-        return
+        return record.ok
     if settings.on_regression == "rollback" and plan.installed:
         host.log_styled(f"{record.verdict}: rolling {host.name} back to driver {plan.installed} "
                         "(on_regression=rollback)", fg="yellow", log_func=logger.warning)
@@ -280,3 +271,4 @@ def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: s
     else:
         host.log_styled(f"{record.verdict}: {host.name} stays on {plan.target}; roll it back with "
                         "--data rollback=true", fg="red", log_func=logger.error)
+    return False

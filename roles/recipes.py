@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, deploy, operation
+from pyinfra.api import deploy, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.exceptions import NestedOperationError
 
@@ -40,12 +40,13 @@ from rigforge.image_fleet import rig_git_refs
 from rigforge.known_failures import hit_line
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
+from rigforge.operations.nested import ctrl_c_pressed, nested_flow, watch_ctrl_c
 from rigforge.operations.weights import GB, bytes_to_fetch, tool_command
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
 from rigforge.recipes.plot import render_report_plot
-from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table
+from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table, wrong_output
 from rigforge.render import header_text
 from rigforge.updates.comparison import RegressionPolicy
 from roles import base, bench, engine, images, service, weights
@@ -162,24 +163,28 @@ def try_recipes(profile: Profile, names: list[str], start: str, keep: str, stamp
         return
     arguments = host.current_op_global_arguments or {}
     connector = {key: value for key, value in arguments.items() if key in CONNECTOR_ARGUMENT_KEYS}
-    outcome: dict[str, bool] = {}
-    yield FunctionCommand(_experiment, (profile, names, start, keep, stamp, Path(results_dir), connector,
-                                        outcome), {})
-    yield FunctionCommand(_outcome, (outcome,), {})
+    yield from nested_flow(_experiment, profile, names, start, keep, stamp, Path(results_dir), connector)
 
 
-def _outcome(state: Any, host: Any, outcome: dict[str, bool]) -> bool:
-    del state, host
-    return outcome.get("ok", False)
+def stopped_by_ctrl_c(start: str, where: str) -> bool:
+    """Whether Ctrl-C came (pyinfra ends the run once this operation returns): then the experiment says where it
+    stopped and leaves its record for the next deploy."""
+    if not ctrl_c_pressed():
+        return False
+    host.log(f"recipes: Ctrl-C: stopped {where}; {EXPERIMENT_RECORD} stays, and the next deploy on this rig puts "
+             f"{start} back", logger.warning)
+    return True
 
 
 def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp: str, results_dir: Path,
-                connector: dict[str, Any], outcome: dict[str, bool]) -> None:
-    # No (state, host) parameters: pyinfra runs this with the host in context, so the operations it calls
-    # execute at once as nested operations. The verdict goes to ``_outcome``, whose return value pyinfra reads.
+                connector: dict[str, Any]) -> bool:
+    # Run with the host in context (rigforge/operations/nested.py): the trials' operations execute at once.
+    watch_ctrl_c()
     trials = []
     previous: Profile | None = None
     for name in host.loop(names):
+        if stopped_by_ctrl_c(start, f"before {name}"):
+            return False
         managed_file(name=f"Record the trial of {name}", dest=EXPERIMENT_RECORD,
                      content=experiment_record(profile, stamp, start, names, name))
         trials.append(try_recipe(profile.with_recipe(name), previous, results_dir, connector))
@@ -187,6 +192,8 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
         host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trials[-1].disqualified}" if trials[-1].disqualified
                                         else f"measured ({trials[-1].run_dir})"),
                  logger.warning if trials[-1].disqualified else logger.info)
+    if stopped_by_ctrl_c(start, "after the last trial"):
+        return False
     report = build_report(trials, start, RegressionPolicy.from_profile(profile.with_recipe(start)))
     folder = write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
     for line in report_table(report):
@@ -196,7 +203,7 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
     kept = f"kept {final}, better than {start} beyond noise" if final != start else f"back on {start}"
     host.log(f"recipes: {len(report.passed)} of {len(trials)} measured, "
              f"{len(trials) - len(report.passed)} disqualified; {kept}; report in {folder}")
-    outcome["ok"] = bool(report.passed)
+    return bool(report.passed)
 
 
 def settle(profile: Profile, final: str, start: str, stamp: str) -> None:
@@ -261,20 +268,6 @@ def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, co
     known = failure_reason(window, "")
     reason = wrong or (f"logged a known failure: {known}" if known else "")
     return Trial(**about, result=measured.result, run_dir=run_dir, disqualified=reason)
-
-
-def wrong_output(result: dict[str, Any]) -> str:
-    """Why a bench result is not a number to keep: a failed probe (wrong output), a failed cell or check; "" if none."""
-    for probe in result.get("sanity", {}).get("probes", []):
-        if not probe["passed"]:
-            return f"wrong output: {probe['name']}: {probe['detail']}"
-    failed = result.get("failed_checks") or []
-    if failed:
-        return f"failed checks: {', '.join(failed[:4])}"
-    bad = [cell for cell in result.get("cells", []) if cell.get("status") != "ok"]
-    if bad:
-        return f"cell C={bad[0]['concurrency']} in={bad[0]['input_tokens']} failed: {bad[0].get('reason')}"
-    return ""
 
 
 def failure_reason(window: str, otherwise: str) -> str:

@@ -286,3 +286,16 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
                     for trial, verdict in zip(report.trials, report.verdicts, strict=True)],
     }
 
+
+def wrong_output(result: dict[str, Any]) -> str:
+    """Why a bench result is not a number to keep: a failed probe (wrong output), a failed cell or check; "" if none."""
+    for probe in result.get("sanity", {}).get("probes", []):
+        if not probe["passed"]:
+            return f"wrong output: {probe['name']}: {probe['detail']}"
+    failed = result.get("failed_checks") or []
+    if failed:
+        return f"failed checks: {', '.join(failed[:4])}"
+    bad = [cell for cell in result.get("cells", []) if cell.get("status") != "ok"]
+    if bad:
+        return f"cell C={bad[0]['concurrency']} in={bad[0]['input_tokens']} failed: {bad[0].get('reason')}"
+    return ""

@@ -25,9 +25,10 @@ from rigforge.recipes.report import (
     report_json,
     report_markdown,
     report_table,
+    wrong_output,
 )
 from rigforge.updates.comparison import RegressionPolicy
-from roles.recipes import trial_order, wrong_output
+from roles.recipes import trial_order
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recipes"
 
@@ -154,8 +155,7 @@ def test_the_rigs_records_are_parsed_from_the_fact_output() -> None:
 
 def test_the_trial_order_starts_with_the_starting_recipe() -> None:
     profile = load_profile("sandbox")
-    assert trial_order(profile, "one-slot", []) == ["one-slot", "default", "one-thread", "small-batch",
-                                                     "rope-broken", "no-start"]
+    assert trial_order(profile, "one-slot", []) == ["one-slot", "default", "one-thread", "rope-broken", "no-start"]
     assert trial_order(profile, "default", ["one-thread", "default"]) == ["default", "one-thread"]
     with pytest.raises(ProfileError, match="--data recipes=fast: no recipe 'fast' in profile sandbox"):
         trial_order(profile, "default", ["fast"])
@@ -167,7 +167,9 @@ POLICY = RegressionPolicy.from_profile(load_profile("sandbox"))
 
 
 def trial(recipe: str, result: dict[str, Any] | None = None, disqualified: str = "") -> Trial:
-    claims = tuple(claim.model_dump(mode="json") for claim in load_profile("sandbox").engine.recipes[recipe].claims)
+    """A trial of ``recipe``; one the sandbox profile no longer has (the recorded small-batch) has no claims."""
+    declared = load_profile("sandbox").engine.recipes.get(recipe)
+    claims = tuple(claim.model_dump(mode="json") for claim in declared.claims) if declared else ()
     return Trial(recipe, f"{recipe} (description)", "a source", result, f"results/x/{recipe}", disqualified, claims)
 
 
@@ -186,16 +188,16 @@ def test_verdicts_on_recorded_results() -> None:
     report = build_report([
         trial("default", default),
         trial("one-thread", scaled(default, 0.5)),           # slower in every repeat: a regression
-        trial("small-batch", scaled(default, 2.0)),          # twice as fast in every repeat: better beyond noise
-        trial("one-slot", default),                          # the same numbers: not better beyond noise
+        trial("one-slot", scaled(default, 2.0)),             # twice as fast in every repeat: better beyond noise
+        trial("same", default),                              # the same numbers: not better beyond noise
         trial("rope-broken", recorded("rope-broken"), "wrong output: probe_capital: ' A: A: A: A:'"),
         trial("no-start", None, "did not come up: known failure llama-flag-out-of-range (fail): …"),
     ], "default", POLICY)
     verdicts = {verdict.recipe: verdict.verdict for verdict in report.verdicts}
-    assert verdicts == {"default": START, "one-thread": SLOWER, "small-batch": BETTER, "one-slot": NOT_BETTER,
+    assert verdicts == {"default": START, "one-thread": SLOWER, "one-slot": BETTER, "same": NOT_BETTER,
                         "rope-broken": DISQUALIFIED, "no-start": DISQUALIFIED}
-    assert report.best == "small-batch"
-    assert report.passed == ("default", "one-thread", "small-batch", "one-slot")
+    assert report.best == "one-slot"
+    assert report.passed == ("default", "one-thread", "one-slot", "same")
 
 
 def test_no_best_without_a_gain_beyond_noise_and_the_real_run_judged() -> None:

@@ -22,4 +22,7 @@ def test_profile_record_is_managed_and_hashed(host, applied: dict, profile: Prof
     record = host.file("/etc/rigforge/profile.json")
     assert record.mode == 0o644
     assert applied["_managed_by"] == header_text(profile)
-    assert applied["profile_hash"] == profile_hash(Profile.model_validate(applied["settings"]))
+    recorded = Profile.model_validate(applied["settings"])
+    recipe = (applied.get("recipe") or {}).get("name")
+    # The hash is of what the rig runs: the profile with its recipe laid over it.
+    assert applied["profile_hash"] == profile_hash(recorded.with_recipe(recipe) if recipe else recorded)
