@@ -6,10 +6,9 @@ included), every file rigforge puts into the build context, and the sha256 of ev
 input gives a new tag, so the image is rebuilt; unchanged inputs give the same tag, which is already
 there, so nothing is built. ``docker build``'s own check is by tag only (provisioning.md §A5).
 
-A git ref in the build args (the template's ``git_sources`` declare which args are refs: a branch, a tag,
-``main``) enters the hash as the commit it resolved to on the rig (rigforge/image_fleet.py), never as its name:
-the same tag always names the same code. The *request* hash is the same sum over the refs as the profile names
-them; it keys the rig's record of what they resolved to (/var/lib/rigforge/images/records/).
+A git ref in the build args (the template's ``git_sources`` say which args are refs) enters the hash as the
+commit it resolved to (rigforge/image_fleet.py), never as its name: one tag, one code. The *request* hash, the same
+sum over the refs as named, keys the rig's record of their commits (/var/lib/rigforge/images/records/).
 
 Example::
 
