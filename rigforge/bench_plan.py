@@ -55,6 +55,7 @@ class RigVersions:
     + kernel: the running kernel release (``uname -r``), the one the NVIDIA module was loaded into
     + gpus: product names, one per GPU
     + image_id: the local ID of the engine image (container engines)
+    + image_git_refs: the git refs the image was built from: build arg -> repository, ref as named, commit
     + weights_revision / weights_origin: from the weights manifest the weights role wrote
     + weights_sha256: file name -> sha256 from that manifest
     """
@@ -64,6 +65,7 @@ class RigVersions:
     kernel: str | None = None
     gpus: tuple[str, ...] = ()
     image_id: str | None = None
+    image_git_refs: dict[str, dict[str, str | None]] = field(default_factory=dict)
     weights_revision: str | None = None
     weights_origin: str | None = None
     weights_sha256: dict[str, str] = field(default_factory=dict)
@@ -110,7 +112,8 @@ def bench_base_url(profile: Profile) -> str:
 
 
 def engine_metadata(profile: Profile, versions: RigVersions) -> dict[str, Any]:
-    """How the engine runs: its kind and the package pin or image (with the image's local ID)."""
+    """How the engine runs: its kind and the package pin or image (with the image's local ID and, for an image
+    rigforge built, the commits of its git refs)."""
     engine = profile.engine
     described: dict[str, Any] = {"engine": engine.kind, "served_model_name": engine.served_model_name}
     if engine.native is not None:
@@ -118,6 +121,8 @@ def engine_metadata(profile: Profile, versions: RigVersions) -> dict[str, Any]:
     else:
         described["image"] = image_ref(profile)
         described["image_id"] = versions.image_id
+        if profile.engine.build is not None:
+            described["image_git_refs"] = versions.image_git_refs
     return described
 
 

@@ -36,6 +36,8 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "recipes": (str, "", "deploys/recipes.py: the recipes to try, comma-separated (default: all of the profile's)"),
     "keep": (str, "start", "deploys/recipes.py: end on the starting recipe (start), or on the best one when it is "
                            "better beyond noise (best)"),
+    "rebuild": (bool, False, "resolve the engine image's git refs afresh (git ls-remote) and build what they name "
+                             "now, once for the run's rigs"),
 }
 
 #: Switches only some deploys take: a deploy that does not name them in ``run_settings(takes=...)`` refuses them.
@@ -64,6 +66,7 @@ class RunSettings:
     recipe: str
     recipes: str
     keep: str
+    rebuild: bool
 
     @property
     def recipe_list(self) -> list[str]:

@@ -12,6 +12,9 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from rigforge.api_key import KeyedCommandError, container_key_mounts, keyed_command, launcher_key_flag, needs_api_key
@@ -83,13 +86,41 @@ def image_ref(profile: Profile) -> str | None:
     """The image the service runs (None for a native engine).
 
     ``engine.image`` as named, or the content-hashed tag the images role builds ``engine.build`` under
-    (``rigforge.images.image_ref``): a changed build gives a new tag, so the unit changes with it.
+    (``rigforge.images.image_ref``): a changed build gives a new tag, so the unit changes with it. A build's git
+    refs enter that tag as the commits they resolved to on the rig being deployed (``rigforge.image_fleet``:
+    this run's decision for the rig, else its record), or as ``image_commits`` gives them; with neither (a unit
+    rendered here) the refs stay as the profile names them.
     """
     if profile.engine.native is not None:
         return None
+    from pyinfra.context import ctx_host
+
     from rigforge.images import image_ref as container_image  # the build plan renders Dockerfile templates
 
-    return container_image(profile)
+    if profile.engine.build is None:
+        return container_image(profile)
+    if _GIVEN_COMMITS.get() is not None or not ctx_host.isset():
+        return container_image(profile, _GIVEN_COMMITS.get())
+    from rigforge.image_fleet import rig_commits  # reads the rig's record (a fact)
+
+    return container_image(profile, rig_commits(ctx_host.get(), profile))
+
+
+_GIVEN_COMMITS: ContextVar[Mapping[str, str] | None] = ContextVar("rigforge_image_commits", default=None)
+
+
+@contextmanager
+def image_commits(commits: Mapping[str, str]) -> Iterator[None]:
+    """Within this block ``image_ref`` (and the unit, which names the image) takes the build's git refs at these
+    commits: for code that renders what a rig runs without a deploy (the verify suite, from the rig's record).
+
+    Example: ``with image_commits(record.commits): unit = render_unit(profile)``
+    """
+    token = _GIVEN_COMMITS.set(dict(commits))
+    try:
+        yield
+    finally:
+        _GIVEN_COMMITS.reset(token)
 
 
 def model_location(profile: Profile) -> str:

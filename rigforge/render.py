@@ -59,3 +59,14 @@ def render(template: str, profile: Profile, **context: Any) -> str:
     Example: ``render("nccl/nccl.conf.j2", profile, env=profile.nccl.env)``
     """
     return _ENV.get_template(template).render(profile=profile, header=header_text(profile), **context)
+
+
+def render_with_exports(template: str, profile: Profile, **context: Any) -> tuple[str, dict[str, Any]]:
+    """Render like ``render`` and also return what the template declares at its top level (``{% set %}``).
+
+    Example: ``text, exports = render_with_exports("images/vllm.Dockerfile.j2", profile, args=args)`` — the
+    Dockerfile templates declare their git checkouts as ``git_sources``.
+    """
+    module = _ENV.get_template(template).make_module({"profile": profile, "header": header_text(profile), **context})
+    exports = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
+    return str(module), exports

@@ -65,6 +65,7 @@ from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.facts.gpu import NvidiaGpus
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.weights import WeightsOnDisk
+from rigforge.image_fleet import rig_git_refs
 from rigforge.known_failures import hit_line
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
@@ -143,6 +144,7 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
         kernel=bench_host.get_fact(KernelVersion),
         gpus=tuple(gpu.name for gpu in gpus.gpus),
         image_id=bench_host.get_fact(DockerImageId, ref=image) if image else None,
+        image_git_refs=rig_git_refs(bench_host, profile) if profile.engine.build is not None else {},
         weights_revision=manifest.revision if manifest else None,
         weights_origin=manifest.origin if manifest else None,
         weights_sha256={entry.name: entry.sha256 for entry in manifest.files} if manifest else {},

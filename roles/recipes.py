@@ -36,6 +36,7 @@ from rigforge.context import RunSettings, base_profile, current_recipe_choice
 from rigforge.engines import image_ref
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.weights import WeightsOnDisk
+from rigforge.image_fleet import rig_git_refs
 from rigforge.known_failures import hit_line
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
@@ -101,7 +102,10 @@ def plan_lines(plans: dict[str, Profile], start: str) -> list[str]:
     for name, profile in plans.items():
         needs = []
         image = image_ref(profile) if profile.engine.native is None else None
-        if image and not host.get_fact(DockerImageId, ref=image):
+        unresolved = [arg for arg, ref in rig_git_refs(host, profile).items() if not ref["commit"]]
+        if profile.engine.build is not None and unresolved:
+            needs.append(f"an image build of {profile.engine.build.dockerfile} (its git refs resolved first)")
+        elif image and not host.get_fact(DockerImageId, ref=image):
             needs.append(f"image {image} ({'build' if profile.engine.build else 'pull'})")
         missing = bytes_to_fetch(profile.model, host.get_fact(WeightsOnDisk, path=profile.model.path))
         if missing:
@@ -247,6 +251,8 @@ def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, co
             role(profile)
         except NestedOperationError:
             return Trial(**about, disqualified=f"could not get {step} onto the rig (see the error above)")
+    if profile.engine.native is None:
+        about.update(image=image_ref(profile), image_git_refs=rig_git_refs(host, profile))
     try:
         service.apply_service(profile, settled=False)
     except NestedOperationError:

@@ -11,7 +11,8 @@ with about fifty of them, one round trip each. Read-ahead makes that about one:
    first command that may change it (an operation's command, an upload; taking the deploy lock
    excepted) drops the host's read-ahead: later reads go to the host one by one, as pyinfra does.
 3. Every read of the run is recorded on the controller (``$XDG_CACHE_HOME/rigforge/reads/``) for the
-   next run; a read not recorded yet (new code, a changed profile path) is read on its own and recorded.
+   next run; a read not recorded yet (new code, a changed profile path) is read on its own and recorded. A fact
+   class with ``read_ahead = False`` is neither (``git ls-remote``: a no-op run must not ask a remote).
 
 Nothing gets less exact: pyinfra reads facts while it plans, before anything executes, so a value read
 when the deploy starts is the value the plan would have read; with ``-y`` the plan runs while
@@ -194,7 +195,8 @@ def _get_fact(state: State, host: Host, cls: type, args: Any = None, kwargs: Any
     read = None
     try:
         fact_kwargs, executor = _executor_arguments(state, host, cls, args, kwargs)
-        if executor == entry.executor and not cls.shell_executable:
+        # A fact with ``read_ahead = False`` (a remote repository asked only when needed) is never recorded.
+        if executor == entry.executor and not cls.shell_executable and getattr(cls, "read_ahead", True):
             read = FactRead.of(cls, **{key: value for key, value in fact_kwargs.items() if key != "self"})
     except TypeError:
         read = None  # arguments that are not JSON values: read on its own, not recorded

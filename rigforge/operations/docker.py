@@ -155,33 +155,6 @@ class LiveOutputCommand(StringCommand):
 
 
 @operation()
-def image_built(tag: str, arguments: list[str], log: str, script: str):
-    """
-    Build an image unless one with ``tag`` exists; the tag must name the build's inputs (a content hash).
-
-    + tag: image tag, also passed in ``arguments``
-    + arguments: everything after ``docker build`` (tag, labels, build args, Dockerfile, context)
-    + log: file on the host that keeps the whole build output
-    + script: the build runner on the host (prints progress, keeps the log, summarises)
-
-    **Example:**
-
-    .. code:: python
-
-        image_built(name="Build the engine image", tag=plan.tag, arguments=plan.docker_build_arguments(),
-                    log=plan.log_path, script="/var/lib/rigforge/images/build-image.sh")
-    """
-    if host.get_fact(DockerImageId, ref=tag):
-        host.noop(f"image {tag} is present")
-        return
-    host.log(f"will build {tag} (an engine image takes 30-90 minutes on a rig; its log: {log})", logger.info)
-    # On a terminal: a controller that goes away hangs up the build's docker client, which ends the build
-    # (a tag is given only to a finished image) instead of leaving it running detached beside the next run's.
-    yield LiveOutputCommand("sh", QuoteString(script), QuoteString(log), *(QuoteString(a) for a in arguments),
-                            _get_pty=True)
-
-
-@operation()
 def image_pulled(ref: str):
     """
     Pull an image unless it is present locally.

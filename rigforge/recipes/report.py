@@ -50,6 +50,8 @@ class Trial:
     + run_dir: where that result lives on the controller
     + disqualified: why it was disqualified ("" when it was not)
     + claims: the recipe's published claims (``Claim`` as plain data)
+    + image: the image the recipe ran (its tag; None for a native engine or one that never got its image)
+    + image_git_refs: the git refs that image was built from: build arg -> repository, ref as named, commit
     """
 
     recipe: str
@@ -59,6 +61,8 @@ class Trial:
     run_dir: str | None = None
     disqualified: str = ""
     claims: tuple[Mapping[str, Any], ...] = ()
+    image: str | None = None
+    image_git_refs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -245,11 +249,25 @@ def report_markdown(report: Report, host: str, stamp: str) -> str:
     lines += report_table(report)
     if any(trial.claims for trial in report.trials):
         lines += ["", "## Claimed beside measured", ""] + claims_table(report)
+    lines += ["", "## Images", ""] + [f"- **{trial.recipe}**: {image_line(trial)}" for trial in report.trials]
     out = [trial for trial in report.trials if trial.disqualified]
     if out:
         lines += ["", "## Disqualified", ""] + [f"- **{trial.recipe}**: {trial.disqualified}" for trial in out]
     lines += ["", f"Best: {report.best or 'none better beyond noise than ' + report.start}"]
     return "\n".join(lines) + "\n"
+
+
+def image_line(trial: Trial) -> str:
+    """The image a recipe ran and the commits its git refs resolved to.
+
+    >>> image_line(Trial("wiki", "d", "s", image="rigforge/vllm:9a42", image_git_refs={"VLLM_REF": {
+    ...     "repository": "https://github.com/vllm-project/vllm.git", "ref": "v0.19.1", "commit": "a" * 40}}))
+    'rigforge/vllm:9a42 (VLLM_REF v0.19.1 = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa)'
+    """
+    if trial.image is None:
+        return "no image (a native engine, or it never got one)"
+    refs = ", ".join(f"{arg} {ref.get('ref')} = {ref.get('commit')}" for arg, ref in trial.image_git_refs.items())
+    return trial.image + (f" ({refs})" if refs else "")
 
 
 def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
@@ -260,6 +278,8 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
         "recipes": [{"recipe": trial.recipe, "description": trial.description, "source": trial.source,
                      "run_dir": trial.run_dir, "disqualified": trial.disqualified or None,
                      "claims": [dict(claim) for claim in trial.claims],
+                     "image": trial.image,
+                     "image_git_refs": {arg: dict(ref) for arg, ref in trial.image_git_refs.items()},
                      "measured": {where(key): {name: measured_value(trial.result, name, key) for name in TABLE_METRICS}
                                   for key in report.cells},
                      **{key: value for key, value in asdict(verdict).items() if key != "recipe"}}

@@ -39,6 +39,8 @@ GPU_VERSIONS = RigVersions(
     cuda_driver_version="13.2",
     gpus=("NVIDIA RTX PRO 6000 Blackwell Server Edition",) * 2,
     image_id="sha256:" + "ab" * 32,
+    image_git_refs={"SGLANG_REF": {"repository": "https://github.com/voipmonitor/sglang.git", "ref": "blackwell-cu130",
+                                   "commit": "cd" * 20}},
     weights_revision="0123456789abcdef0123456789abcdef01234567",
     weights_origin="txn545/Qwen3.5-122B-A10B-NVFP4",
     weights_sha256={f"model-{index:05d}-of-00030.safetensors": "00" * 32 for index in range(1, 31)},
@@ -98,6 +100,7 @@ def test_metadata_of_a_gpu_rig_carries_driver_cuda_image_and_revision() -> None:
     assert metadata["engine"] == "sglang"
     assert metadata["image"] == image_ref(profile)  # the content-hashed tag the images role builds
     assert metadata["image_id"] == GPU_VERSIONS.image_id
+    assert metadata["image_git_refs"] == GPU_VERSIONS.image_git_refs  # the commits the image was built from
     assert metadata["model"] == "txn545/Qwen3.5-122B-A10B-NVFP4"
     assert metadata["model_revision"] == GPU_VERSIONS.weights_revision  # what was fetched, not the branch asked for
     assert "model_sha256" not in metadata  # the revision names a checkout; 30 shard hashes would drown the table

@@ -38,8 +38,15 @@ def _golden(path: Path, text: str) -> None:
     assert text == path.read_text(), f"{path} differs from the rendered text (RIGFORGE_UPDATE_GOLDEN=1 to accept)"
 
 
-def _plan_json(profile: Profile) -> str:
+def example_commits(profile: Profile) -> dict[str, str]:
+    """Stand-in commits for the git refs a profile's build names (a rig resolves them with git ls-remote)."""
     plan = build_plan(profile)
+    assert plan is not None
+    return {ref.arg: hashlib.sha1(ref.arg.encode()).hexdigest() for ref in plan.git_refs}
+
+
+def _plan_json(profile: Profile) -> str:
+    plan = build_plan(profile, example_commits(profile))
     assert plan is not None
     return render("images/build-plan.json.j2", profile, plan=plan.record())
 
@@ -47,8 +54,8 @@ def _plan_json(profile: Profile) -> str:
 @pytest.mark.parametrize("name", REAL_PROFILES)
 def test_real_profiles_render_their_dockerfile_and_build_plan(name: str) -> None:
     profile = load_profile(name)
-    plan = build_plan(profile)
-    assert plan is not None
+    plan = build_plan(profile, example_commits(profile))
+    assert plan is not None and plan.resolved
     _golden(GOLDEN / name / "Dockerfile", plan.dockerfile)
     _golden(GOLDEN / name / "build-plan.json", _plan_json(profile))
 
@@ -59,7 +66,7 @@ def test_a_profile_with_a_patch_renders_the_patch_steps() -> None:
     assert plan is not None
     _golden(GOLDEN / "4x-threadripper-with-patch" / "Dockerfile", plan.dockerfile)
     assert plan.patches[0].file == "patches/01-flashinfer-k64.patch"
-    assert set(plan.context_files) == {"apply_patch.py"}
+    assert set(plan.context_files) == {"apply_patch.py", "image_contents.py"}
     assert (f"RUN python3 /opt/rigforge/apply_patch.py /opt/rigforge/patches/01-flashinfer-k64.patch "
             f"--package flashinfer --sha256 {'ab' * 32}") in plan.dockerfile
 
@@ -75,6 +82,7 @@ def test_every_dockerfile_targets_sm120_and_pins_from_the_profile() -> None:
         assert f'ARG BASE_IMAGE="{profile.engine.build.base_image}"\nFROM ${{BASE_IMAGE}}' in plan.dockerfile
         assert not any(line.startswith("ENTRYPOINT") for line in plan.dockerfile.splitlines())  # engine.command runs
         assert plan.args == {"BASE_IMAGE": profile.engine.build.base_image, **profile.engine.build.args}
+        assert not plan.resolved and plan.tag.endswith(plan.request_hash)  # refs as named: not a buildable tag
 
 
 def test_the_tag_is_a_content_hash_of_the_inputs() -> None:
@@ -173,7 +181,8 @@ def test_4x_k64_recipe_applies_the_repository_k64_patch_and_compile_checks_it() 
     patch = plan.patches[0]
     assert patch.url is None and patch.file == "patches/01-flashinfer-0.6.6-sm120-k64.patch"
     assert plan.context_files[patch.file] == source.read_text()
-    assert set(plan.context_files) == {"apply_patch.py", patch.file, "check/k64_check.py", "check/k64_collective.cu"}
+    assert set(plan.context_files) == {"apply_patch.py", "image_contents.py", patch.file, "check/k64_check.py",
+                                       "check/k64_collective.cu"}
     applied = plan.dockerfile.index(f"--package flashinfer --sha256 {declared.sha256}")
     checked = plan.dockerfile.index(f"k64_check.py --package flashinfer --patch {patch.file}")
     pinned = plan.dockerfile.index('[ "${installed}" != "${FLASHINFER_VERSION}" ]')

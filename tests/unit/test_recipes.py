@@ -64,7 +64,7 @@ def test_another_engine_keeps_the_build_stack_but_not_the_flags() -> None:
     assert profile.engine.kind == "vllm" and profile.engine.command[-1] == "vllm.entrypoints.openai.api_server"
     assert profile.engine.build is not None and profile.engine.build.dockerfile == "vllm"
     assert "B12X_VERSION" not in profile.engine.build.args  # removed with null
-    assert profile.engine.build.args["TORCH_PIN"] == "torch==2.11.*"  # the stack's, inherited
+    assert profile.engine.build.args["TORCH_PIN"] == "torch==2.11.0"  # the stack's, inherited
     assert "--moe-runner-backend" not in profile.engine.flags and "SGLANG_ENABLE_SPEC_V2" not in profile.engine.env
 
 
@@ -231,3 +231,17 @@ def test_wrong_output_names_the_probe() -> None:
     assert wrong_output(recorded("rope-broken")).startswith(
         "wrong output: probe_capital: 'Q: What is the capital of France?\\nA:' -> ' A: A: A:")
     assert wrong_output(recorded("default")) == ""
+
+
+def test_the_report_names_each_recipes_image_and_its_commits() -> None:
+    refs = {"VLLM_REF": {"repository": "https://github.com/vllm-project/vllm.git", "ref": "v0.19.1",
+                         "commit": "1" * 40}}
+    built = Trial("wiki", "d", "s", recorded("default"), "results/x/wiki", image="rigforge/vllm:9a42174d356c1803",
+                  image_git_refs=refs)
+    native = trial("default", recorded("default"))
+    report = build_report([native, built], "default", POLICY)
+    markdown = report_markdown(report, "h", "s")
+    assert f"- **wiki**: rigforge/vllm:9a42174d356c1803 (VLLM_REF v0.19.1 = {'1' * 40})" in markdown
+    assert "- **default**: no image (a native engine, or it never got one)" in markdown
+    data = report_json(report, "h", "s")["recipes"][1]
+    assert (data["image"], data["image_git_refs"]) == ("rigforge/vllm:9a42174d356c1803", refs)

@@ -21,6 +21,8 @@ import pytest
 from testinfra.backend import get_backends
 from testinfra.backend.paramiko import ParamikoBackend
 
+from rigforge.facts.images import ImageRecord, parse_image_record
+from rigforge.images import build_plan
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
 from rigforge.verify_trust import checked_client, host_key_refusal
@@ -86,3 +88,13 @@ def needs_gpu(gpus_present: bool, profile: Profile) -> None:
         pytest.skip(f"profile {profile.name} has no GPUs")
     if not gpus_present:
         pytest.skip("no NVIDIA GPU on this host (nvidia-smi absent or failing)")
+
+
+@pytest.fixture(scope="module")
+def image_record(host, profile: Profile) -> ImageRecord | None:
+    """The rig's record of what the image build's git refs resolved to (None: no build, or no record)."""
+    plan = build_plan(profile)
+    if plan is None:
+        return None
+    record = host.file(plan.record_path)
+    return parse_image_record(record.content_string) if record.exists else None

@@ -13,15 +13,19 @@ from rigforge.bench.config import CellKind, config_from_dict
 from rigforge.bench.stream import build_record
 from rigforge.bench.transport import RawStream
 from rigforge.bench_plan import bench_config, reasoning_parser
-from rigforge.engines import UNIT_NAME, health_url
+from rigforge.engines import UNIT_NAME, health_url, image_commits
+from rigforge.facts.images import ImageRecord
 from rigforge.facts.service import EngineService, parse_service_state
 from rigforge.profile import Profile
 from roles.service import DROPIN_PATH, UNIT_PATH, render_unit
 
 
-def test_unit_is_the_profiles(host, profile: Profile) -> None:
+def test_unit_is_the_profiles(host, profile: Profile, image_record: ImageRecord | None) -> None:
     unit = host.file(UNIT_PATH)
-    assert unit.content_string == render_unit(profile), f"{UNIT_PATH} differs from what the profile renders"
+    # A built image is named by the commits its git refs resolved to, as the rig records them.
+    with image_commits(image_record.commits if image_record else {}):
+        rendered = render_unit(profile)
+    assert unit.content_string == rendered, f"{UNIT_PATH} differs from what the profile renders"
     assert (unit.user, unit.mode) == ("root", 0o644)
 
 
