@@ -169,9 +169,10 @@ def test_shipped_inventory_without_its_key_file_is_one_line(tmp_path: Path) -> N
     assert "pyinfra error: No hosts remaining!" in output
 
 
-def test_readme_shows_the_lines_as_printed(tmp_path: Path) -> None:
-    # README "Pointing rigforge at a real rig" quotes each line exactly; the fingerprint there is "SHA256:...".
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_first_contact_page_shows_the_lines_as_printed(tmp_path: Path) -> None:
+    # docs/first-contact.md "What the first contact can end in" quotes each line exactly; the fingerprint there is
+    # "SHA256:...".
+    page = (Path(__file__).resolve().parents[2] / "docs" / "first-contact.md").read_text()
     key = paramiko.Ed25519Key.from_private_key_file(str(_ed25519_file(tmp_path)))
     known = "/root/.ssh/known_hosts"
     lines = [key_file_problem("rig2x-a", "/nonexistent-dir/id_ed25519") or "",
@@ -180,4 +181,4 @@ def test_readme_shows_the_lines_as_printed(tmp_path: Path) -> None:
              no_answer_line("rig2x-a", "192.0.2.10", 22, 10, "timed out")]
     for line in lines:
         shown = line.replace("/nonexistent-dir", "/root/.ssh").replace(key.fingerprint, "SHA256:...")
-        assert f"[rig2x-a] {shown}" in readme, shown
+        assert f"[rig2x-a] {shown}" in page, shown
