@@ -8,7 +8,7 @@ Edit the host below: its address, the SSH user and key. Then look before you lea
 The rig's host key must already be in ~/.ssh/known_hosts (check its fingerprint, then ssh to it once):
 rigforge never accepts an unknown host key. Before logging in, each rig is checked: a missing key file, an
 unknown or changed host key, or a rig that does not answer ends in one line for that rig (with the fix),
-the other rigs go on, and pyinfra exits non-zero (README: "Pointing rigforge at a real rig").
+the other rigs go on, and pyinfra exits non-zero (docs/first-contact.md).
 
 Logged in as a sudoer instead of root, set _sudo=True: every change is applied through sudo. Passwordless
 sudo (NOPASSWD) needs nothing more; if sudo asks for a password, give it as _sudo_password (pyinfra 3.10's

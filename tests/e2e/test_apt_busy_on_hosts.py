@@ -107,7 +107,7 @@ def test_a_short_bound_fails_with_one_line_naming_the_holder_and_changes_nothing
         busy.sh(f"kill {pid}")
     assert result.returncode != 0
     refusals = [line for line in lines_of(result.stderr) if "gave up after" in line]
-    print("\n".join(refusals))  # with -s: the README quotes it
+    print("\n".join(refusals))  # with -s: the docs quote it
     assert len(refusals) == 1, result.stderr[-3000:]
     assert re.fullmatch(rf"\[{busy.host.name}\] apt is busy: pid {pid} \(python3 {HOLDER} 120\) holds "
                         r"/var/lib/dpkg/lock-frontend; gave up after [6-9] s \(apt.lock_wait_minutes: 0.1\); "
@@ -145,7 +145,7 @@ def test_the_run_waits_for_the_lock_saying_who_holds_it_and_converges(busy: Busy
     prefix = rf"\[{busy.host.name}\] apt is busy: pid {pid} \(python3 {HOLDER} 50\) holds /var/lib/dpkg/lock-frontend"
     waits = [(at, line) for at, line in heard if re.match(prefix, line)]
     said = "\n".join(f"{at - started:5.1f} s  {line}" for at, line in heard if "apt" in line)
-    print(said)  # shown with -s: the README quotes it
+    print(said)  # shown with -s: the docs quote it
     assert waits, output[-4000:]
     first_at, first = waits[0]
     assert re.fullmatch(prefix + r"; waited [0-2] s of at most 600 s \(apt.lock_wait_minutes\)", first), first
@@ -171,7 +171,7 @@ def test_a_package_left_unpacked_is_configured_first_and_the_run_converges(busy:
     said = (f"[{busy.host.name}] dpkg: numactl (unpacked) left unfinished; finishing with {CONFIGURE_ALL} "
             "before installing")
     output = lines_of(result.stderr)
-    print("\n".join(line for line in output if "dpkg" in line or "numactl" in line))  # with -s: the README's
+    print("\n".join(line for line in output if "dpkg" in line or "numactl" in line))  # with -s: the docs'
     assert said in output, result.stderr[-4000:]
     assert any("Setting up numactl" in line for line in output), result.stderr[-4000:]
     assert not parse_dpkg_state(busy.sh(DpkgUnfinished().command()))

@@ -147,7 +147,7 @@ def rig(sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         assert _statuses(host) == INSTALLED
         assert _sh(host, "systemctl is-active docker.service || true") == "inactive"
         first = run_pyinfra(inventory, deploy)
-        (work / "first-run.txt").write_text(first.stdout + first.stderr)  # kept for the README's example
+        (work / "first-run.txt").write_text(first.stdout + first.stderr)  # kept for the docs' example
         yield Rig(host, inventory, deploy, owner, started_at, remove_simulation, first, work)
     finally:
         _remove_owner_objects(owner)

@@ -126,7 +126,7 @@ def test_without_the_switch_both_hosts_stop_before_any_change(rigs: Rigs) -> Non
     assert result.returncode != 0 and "Traceback" not in log, log[-3000:]
     (debian,) = _lines(log, rigs.debian, "already there: nvidia-driver:")
     (runfile,) = _lines(log, rigs.runfile, "already there: nvidia-driver:")
-    print(debian, runfile, sep="\n")  # the README's real output lines
+    print(debian, runfile, sep="\n")  # the docs' real output lines
     assert "535.261.03 (proprietary) (the distribution (deb.debian.org/debian bookworm): firmware-nvidia-gsp" in debian
     assert "replace, with --data replace_driver=true" in debian
     assert "apt would purge 20 packages: nvidia-driver, nvidia-kernel-dkms, firmware-nvidia-gsp," in debian
@@ -173,7 +173,7 @@ def test_with_the_switch_both_hosts_converge_with_one_reboot(rigs: Rigs) -> None
     log = _log(result)
     assert all(boot_token(host) != token for host, token in zip(rigs.hosts, tokens, strict=True))
     assert log.count("rebooted; back after") == 2
-    print("\n".join(line for line in log.splitlines() if re.search(r"\] +(driver: |reboot)", line)))  # README
+    print("\n".join(line for line in log.splitlines() if re.search(r"\] +(driver: |reboot)", line)))  # the docs quote them
     for host in rigs.hosts:
         assert f"DRIVER version      : {DRIVER}" in sh(host, "nvidia-smi --version")
         assert sh(host, "apt-mark showhold").split() == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-open",
@@ -213,7 +213,7 @@ def test_an_owners_gpu_process_blocks_the_serving_layer_and_is_left_running(rigs
         log = _log(result)
         assert result.returncode != 0 and "Traceback" not in log, log[-3000:]
         (line,) = _lines(log, host, "already there: gpu-process:")
-        print(line)  # the README's real output line
+        print(line)  # the docs' real output line
         assert line.startswith(f"already there: gpu-process: pid {pid} (python3), 20480 MiB (owner-llm.service): "
                                "blocked: the engine cannot start"), line
         assert f"kill {pid} or stop its service" in line

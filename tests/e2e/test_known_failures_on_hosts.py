@@ -89,7 +89,7 @@ def assert_named_above_the_journal(result: PyinfraResult, signature_id: str) -> 
     shown = "\n".join(lines[named[0] - 1:excerpt[0] + 1])
     assert any(lines[index].endswith(expected_line(signature_id)) for index in named), shown
     assert named[-1] < excerpt[0], shown
-    print("\n".join(lines[named[0] - 1:excerpt[0] + 4]))  # shown with -s: the README's example
+    print("\n".join(lines[named[0] - 1:excerpt[0] + 4]))  # shown with -s: the docs' example
 
 
 def doctor(rig: Rig, *args: str) -> subprocess.CompletedProcess[str]:

@@ -78,7 +78,7 @@ def test_a_silent_network_drop_and_a_killed_sshd_are_one_line_each_and_the_other
     said = {host.name: [re.sub(r"^\[[^]]+\]\s+", "", ANSI.sub("", line).strip())
                         for line in run.stderr.splitlines() if f"[{host.name}]" in line and "connection lost" in line]
             for host in (silent, nossh, steady)}
-    print("\n".join(f"[{name}] {line}" for name, lines in said.items() for line in lines))  # the README's
+    print("\n".join(f"[{name}] {line}" for name, lines in said.items() for line in lines))  # the docs'
     assert run.returncode != 0
     assert "Traceback" not in run.stderr and "bug report" not in run.stderr, run.stderr[-4000:]
     head = lost_line(STEP, 0).split(" after ")[0]

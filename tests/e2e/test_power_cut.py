@@ -99,7 +99,7 @@ def test_an_owners_package_cut_in_its_unpack_stops_the_deploy_with_the_fix(rig: 
     result = run_pyinfra(rig.inventory, DEPLOY, check=False)
     output = result.stdout + result.stderr
     said = [line for line in lines(output, rig.host.name) if "dpkg left" in line]
-    print("\n".join(said))  # with -s: the README quotes it
+    print("\n".join(said))  # with -s: the docs quote it
     assert result.returncode != 0
     assert said == [f"[{rig.host.name}] {reinstall_line(found)}"], output[-4000:]  # type: ignore[arg-type]
     assert f"fix: dpkg --configure -a, then apt-get install --reinstall {OWNERS} " in said[0]
@@ -120,7 +120,7 @@ def test_rigforges_own_install_cut_in_an_unpack_is_finished_by_the_same_command(
                       lambda: power_cut(rig.host))
     output = cut.stderr
     lost = [line for line in lines(output, rig.host.name) if "connection lost" in line]
-    print("\n".join(lost))  # with -s: the README quotes it
+    print("\n".join(lost))  # with -s: the docs quote it
     assert cut.returncode != 0
     assert len(lost) == 1, output[-4000:]
     # The other rig went on to the end of the deploy.
@@ -143,7 +143,7 @@ def test_rigforges_own_install_cut_in_an_unpack_is_finished_by_the_same_command(
     again = run_pyinfra(rig.inventory, DEPLOY)
     output = again.stdout + again.stderr
     finished = [line for line in lines(output, rig.host.name) if "cut short" in line]
-    print("\n".join(finished))  # with -s: the README quotes it
+    print("\n".join(finished))  # with -s: the docs quote it
     assert finished == [f"[{rig.host.name}] {repair_line(found, record)}"], output[-4000:]  # type: ignore[arg-type]
     assert finished[0].endswith(f"at the recorded versions (reinstalls {OURS}={version})")
     assert rig.sh(f"dpkg --audit; ls -A /var/lib/dpkg/updates; test ! -e {TRANSACTION_RECORD}") == ""

@@ -104,7 +104,7 @@ def host_lines(result: PyinfraResult, name: str, *needles: str) -> list[str]:
 
 def assert_lost_in(result: PyinfraResult, name: str, operation: str) -> None:
     lost = host_lines(result, name, "connection lost")
-    print("\n".join(lost))  # with -s: the README quotes it
+    print("\n".join(lost))  # with -s: the docs quote it
     assert result.returncode != 0 and len(lost) == 1, result.stderr[-4000:]
     assert lost[0].startswith(f"[{name}] {lost_line(operation, 0).split(' after ')[0]} after "), lost[0]
     assert "Traceback" not in result.stderr

@@ -78,7 +78,7 @@ def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Rig:
 def assert_lost_in(result: PyinfraResult, name: str, operation_part: str) -> None:
     lost = [re.sub(r"^(\[[^]]+\])\s+", r"\1 ", ANSI.sub("", line).strip())
             for line in result.stderr.splitlines() if f"[{name}]" in line and "connection lost" in line]
-    print("\n".join(lost))  # with -s: the README quotes it
+    print("\n".join(lost))  # with -s: the docs quote it
     assert result.returncode != 0 and len(lost) == 1, result.stderr[-4000:]
     assert operation_part in lost[0] and lost[0].endswith(lost_line("", 0).split(": ", 1)[1]), lost[0]
     assert "Traceback" not in result.stderr

@@ -140,7 +140,7 @@ def test_skip_preflight_does_not_pass_the_driver_guard(rig: Rig) -> None:
     assert result.returncode != 0 and "Traceback" not in log, log[-3000:]
     lines = [line for line in log.splitlines() if "the driver change refused" in line]
     assert len(lines) == 1, log[-3000:]
-    print(lines[0])  # the README's real output line
+    print(lines[0])  # the docs' real output line
     assert f"secure boot on; {DKMS_CERT} is not enrolled: the driver change refused (" in lines[0]
     assert "Key was rejected by service" in lines[0] and "nothing was changed on this host; fix: " + FIX in lines[0]
     assert rig.sh(SNAPSHOT) == before, "the refused host layer changed the host"

@@ -56,7 +56,7 @@ def test_a_foreign_listener_on_the_engine_port_blocks(sandbox: Sandbox, owned_ho
     output = ANSI.sub("", result.stderr + result.stdout)
     rows = table(output, owned_host)
     stops = [line for line in output.splitlines() if "already there: " in line]
-    print("\n".join(rows + stops))  # shown with -s: the README's example
+    print("\n".join(rows + stops))  # shown with -s: the docs' example
     assert result.returncode != 0, output[-3000:]
     port_row = next(row for row in rows if row.startswith("engine-port"))
     assert f"{PORT}: pid {listener} (python3)" in port_row and "blocked" in port_row, rows
@@ -84,7 +84,7 @@ def test_a_gpu_profile_says_its_trade_offs_before_a_dry_run_changes_anything(
     rows = lines[next(index for index, row in enumerate(lines) if row.startswith("trade-off")):]
     said = [line.split(f"[{owned_host.name}] ", 1)[1] for line in output.splitlines()
             if f"[{owned_host.name}] trade-off: " in line]
-    print("\n".join(said + lines[:2] + rows))  # shown with -s: the README's example
+    print("\n".join(said + lines[:2] + rows))  # shown with -s: the docs' example
     assert [line.split(":")[1].strip().split(" ")[0] for line in said] == ["boot.kernel_params", "engine.host",
                                                                            "engine.flags"], said
     assert said[0].startswith("trade-off: boot.kernel_params mitigations=off: gives up")

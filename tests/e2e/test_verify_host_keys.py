@@ -65,7 +65,7 @@ def test_a_changed_host_key_stops_the_suite_with_one_line_and_nothing_runs(
     started = time.time() - 1
     result = verify(host, config_with(sandbox, old, tmp_path / "ssh_config"))
     said = result.stderr.strip().splitlines()
-    print("\n".join(said))  # with -s: the README quotes it
+    print("\n".join(said))  # with -s: the docs quote it
     assert result.returncode != 0
     assert said == [f"ERROR: [{host.name}] {changed_key_line(host.name, '127.0.0.1', host.port, str(old), key)}"]
     assert result.stdout.strip() == "", "no test may run"
