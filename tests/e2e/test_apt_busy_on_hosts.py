@@ -171,7 +171,7 @@ def test_a_package_left_unpacked_is_configured_first_and_the_run_converges(busy:
     said = (f"[{busy.host.name}] dpkg: numactl (unpacked) left unfinished; finishing with {CONFIGURE_ALL} "
             "before installing")
     output = lines_of(result.stderr)
-    print("\n".join(line for line in output if "dpkg" in line or "numactl" in line))  # with -s: the docs'
+    print("\n".join(line for line in output if "dpkg" in line or "numactl" in line))  # with -s: the docs' example
     assert said in output, result.stderr[-4000:]
     assert any("Setting up numactl" in line for line in output), result.stderr[-4000:]
     assert not parse_dpkg_state(busy.sh(DpkgUnfinished().command()))

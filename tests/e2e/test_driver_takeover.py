@@ -173,7 +173,7 @@ def test_with_the_switch_both_hosts_converge_with_one_reboot(rigs: Rigs) -> None
     log = _log(result)
     assert all(boot_token(host) != token for host, token in zip(rigs.hosts, tokens, strict=True))
     assert log.count("rebooted; back after") == 2
-    print("\n".join(line for line in log.splitlines() if re.search(r"\] +(driver: |reboot)", line)))  # the docs quote them
+    print("\n".join(line for line in log.splitlines() if re.search(r"\] +(driver: |reboot)", line)))  # docs
     for host in rigs.hosts:
         assert f"DRIVER version      : {DRIVER}" in sh(host, "nvidia-smi --version")
         assert sh(host, "apt-mark showhold").split() == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-open",

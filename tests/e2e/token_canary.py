@@ -10,7 +10,7 @@ sudoer):
   inside the sandbox host on its 127.0.0.1, serving the real Gemma GGUF as a gated repository (only the
   canary's bearer passes, so a finished download proves the token reached it) at a rate that makes the
   download last a few seconds; ``hub_model`` is the profile's ``model`` section pointing at it.
-- ``deploy_with_canaries``: runs the deploy as the README says (``HF_TOKEN=… RIGFORGE_API_KEY=… pyinfra …
+- ``deploy_with_canaries``: runs the deploy as docs/security.md says (``HF_TOKEN=… RIGFORGE_API_KEY=… pyinfra …
   deploys/full.py``) with ``-vvv --debug``, while tests/e2e/canary_probe.py samples every process of the host;
   then searches the host and this machine and returns every place a canary was found, each named.
 """
