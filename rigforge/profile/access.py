@@ -24,10 +24,13 @@ AUTH_MODES = ("auto", "key", "none")
 
 
 class EngineAuth(StrictModel):
-    """``engine.auth``: auto (a key beyond loopback), key (always) or none (never; a reason is required)."""
+    """``engine.auth``: auto (a key beyond loopback), key (always) or none (never; a reason is required).
 
-    # reason comes first so that the check of mode sees it (and an error names the file that set mode).
-    reason: SafeText | None = None
+    ``reason`` is declared before ``mode`` so that the check of mode sees it (and an error names the file that set
+    mode).
+    """
+
+    reason: SafeText | None = None  # why serving without a key is safe here; read only with mode none
     mode: Literal["auto", "key", "none"]
 
     @field_validator("mode")

@@ -277,7 +277,7 @@ class Model(StrictModel):
 
 
 class Profile(StrictModel):
-    name: Name
+    name: Name  # the profile file's name: the loader sets it, a value in a file is not read
     description: SafeText
     base_packages: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.+-]+$")]]
     apt: Apt
