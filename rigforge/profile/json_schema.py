@@ -9,9 +9,11 @@ fields. The loader stays the judge of the merged profile (checks across fields l
 Each setting's description is its meaning as the comment above it in base.yaml or gpu-rig.yaml says it, else
 as its model's code says it (rigforge/profile/comments.py); the settings page says the same.
 
-Regenerate the schema and the settings page after changing the models or those comments::
+Regenerate the schema and the settings page after changing the models or those comments, and check profile files
+as an editor does (against the schema their first line names) without one::
 
     python -m rigforge.profile.json_schema
+    python -m rigforge.profile.json_schema check inventory/profiles/*.yaml
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import copy
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rigforge.profile import Profile, access, measuring, recipes
@@ -112,7 +115,47 @@ def schema_text(schema: dict[str, Any] | None = None) -> str:
     return json.dumps(schema or layer_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
+def check_files(paths: list[Path]) -> list[str]:
+    """Each profile file checked as an editor checks it: against the schema its first line names, found from the
+    file's own folder. One line per problem (``file: field.path: message``); none when all pass.
+
+    Example: ``check_files([Path("inventory/profiles/2x-pix.yaml")])  # []``
+    """
+    import jsonschema
+    import yaml
+
+    problems = []
+    for path in paths:
+        first = path.read_text().partition("\n")[0]
+        if not first.startswith(MODELINE.split("=", 1)[0] + "="):
+            problems.append(f"{path}: the first line does not name a schema ({MODELINE})")
+            continue
+        schema_path = path.parent / first.split("=", 1)[1].strip()
+        if not schema_path.is_file():
+            problems.append(f"{path}: no schema {schema_path} (the first line names it from the file's folder)")
+            continue
+        validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
+        for error in _leaves(validator.iter_errors(yaml.safe_load(path.read_text()))):
+            where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+            problems.append(f"{path}: {where}: {error.message}")
+    return problems
+
+
+def _leaves(errors: Any) -> list[Any]:
+    """The errors that say what is wrong: a section that may be null reports its own errors, not 'fits neither'."""
+    found = []
+    for error in errors:
+        inner = [e for e in error.context or [] if not (e.validator == "type" and e.validator_value == "null")]
+        found += _leaves(inner) if inner else [error]
+    return sorted(found, key=lambda error: [str(part) for part in error.absolute_path])
+
+
 def main(argv: list[str]) -> int:
+    """No arguments: write the schema and the settings page. ``check FILE...``: check profile files."""
+    if argv[:1] == ["check"]:
+        problems = check_files([Path(name) for name in argv[1:]])
+        print("\n".join(problems) or f"{len(argv) - 1} profile file(s) pass their schema")
+        return 1 if problems else 0
     notes = Notes.read()
     layer = layer_schema(notes)
     SCHEMA_FILE.write_text(schema_text(layer))

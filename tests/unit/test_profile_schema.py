@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rigforge.profile.comments import REGENERATE, Notes, yaml_comments
-from rigforge.profile.json_schema import MODELINE, SCHEMA_FILE, layer_schema, schema_text
+from rigforge.profile.json_schema import MODELINE, SCHEMA_FILE, check_files, layer_schema, schema_text
 from rigforge.profile.loader import PROFILES_DIR, ProfileError, load_profile
 from rigforge.profile.settings_page import SETTINGS_PAGE, settings_page
 
@@ -99,6 +99,23 @@ def test_the_schema_resolves_from_the_profile_folder() -> None:
     for path in PROFILE_FILES:
         named = path.read_text().splitlines()[0].split("$schema=", 1)[1]
         assert (path.parent / named).resolve() == SCHEMA_FILE.resolve()
+
+
+def test_check_reads_the_schema_the_first_line_names(tmp_path: Path) -> None:
+    """``python -m rigforge.profile.json_schema check``: the editor's check without an editor."""
+    assert check_files(PROFILE_FILES) == []
+    text = (PROFILES_DIR / "2x-pix.yaml").read_text()
+    edited = tmp_path / "2x-pix.yaml"
+    edited.write_text(text.replace("  count: 2\n", "  count: 2\n  cuont: 2\n").replace("topology: PIX", "topology: PCI")
+                      .replace("  port: 8000", "  port: 70000"))
+    assert check_files([edited]) == [f"{edited}: no schema {tmp_path / SCHEMA_FILE.name} (the first line names it "
+                                      "from the file's folder)"]
+    (tmp_path / SCHEMA_FILE.name).write_text(SCHEMA_FILE.read_text())
+    assert check_files([edited]) == [
+        f"{edited}: engine.port: 70000 is greater than the maximum of 65535",
+        f"{edited}: gpus: Additional properties are not allowed ('cuont' was unexpected)",
+        f"{edited}: gpus.topology: 'PCI' is not one of ['PIX', 'PXB', 'NODE', 'SYS', 'NV']",
+    ]
 
 
 # --- one description per setting: the comment in the profile file, in the schema and on the page -----------
