@@ -42,7 +42,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["shell_quote"] = shell_quote
     env.filters["flag_value"] = flag_value
-    env.filters["pretty_json"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False)
+    env.filters["pretty_json"] = lambda v, sort_keys=True: json.dumps(v, indent=2, sort_keys=sort_keys,
+                                                                       ensure_ascii=False)
     return env
 
 
