@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -34,8 +33,14 @@ def verify(host: SandboxHost, ssh_config: Path) -> subprocess.CompletedProcess[s
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
 
 
-def logins_since(host: SandboxHost, since: float) -> list[str]:
-    journal = exec_in(host, f"journalctl -u ssh.service --since @{int(since)} --no-pager -o cat").stdout
+def journal_cursor(host: SandboxHost) -> str:
+    """Where sshd's journal ends now: a time would also catch the fixture's own login a second before."""
+    shown = exec_in(host, "journalctl -u ssh.service -n 0 --show-cursor --no-pager").stdout
+    return shown.strip().splitlines()[-1].removeprefix("-- cursor: ")
+
+
+def logins_since(host: SandboxHost, cursor: str) -> list[str]:
+    journal = exec_in(host, f"journalctl -u ssh.service --after-cursor='{cursor}' --no-pager -o cat").stdout
     return [line for line in journal.splitlines() if line.startswith("Accepted") or "session opened" in line]
 
 
@@ -62,7 +67,7 @@ def test_a_changed_host_key_stops_the_suite_with_one_line_and_nothing_runs(
         sandbox: Sandbox, rekeyed: tuple[SandboxHost, Path], tmp_path: Path) -> None:
     host, old = rekeyed
     key = fetch_server_key("127.0.0.1", host.port, 10, [])
-    started = time.time() - 1
+    started = journal_cursor(host)
     result = verify(host, config_with(sandbox, old, tmp_path / "ssh_config"))
     said = result.stderr.strip().splitlines()
     print("\n".join(said))  # with -s: the docs quote it
@@ -78,7 +83,7 @@ def test_an_unknown_host_key_stops_the_suite_the_same_way(
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     key = fetch_server_key("127.0.0.1", host.port, 10, [])
-    started = time.time() - 1
+    started = journal_cursor(host)
     result = verify(host, config_with(sandbox, empty, tmp_path / "ssh_config"))
     assert result.returncode != 0
     line = unknown_key_line(host.name, "127.0.0.1", host.port, str(empty), key)
@@ -97,7 +102,7 @@ def test_with_the_new_key_added_as_the_line_says_the_suite_runs(
     keys = subprocess.run(["ssh-keyscan", "-p", str(host.port), "127.0.0.1"], check=True, capture_output=True,
                           text=True).stdout
     fixed.write_text(fixed.read_text() + keys)
-    started = time.time() - 1
+    started = journal_cursor(host)
     result = verify(host, config_with(sandbox, fixed, tmp_path / "ssh_config"))
     # Past the check the suite logs in and runs: this host was never provisioned, so its tests fail saying so.
     assert "REFUSED" not in result.stderr + result.stdout and "host key" not in result.stderr
