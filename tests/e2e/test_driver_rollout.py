@@ -19,7 +19,8 @@ the base profile's 5 %, so CPU noise from the other hosts rarely reads as a regr
 overlap, so a baseline repeat that the machine's load slowed cannot hide the throttled rig's slowdown.
 
 The tests share the three hosts and run in file order (regression first, then the clean finish, then
-the second run); a failed step skips the rest.
+the second run); a failed step skips the rest. The finish and the second run are marked slow (the suite's time
+budget): ``pytest -m "slow or not slow" tests/e2e/test_driver_rollout.py`` runs all three.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) ->
     fleet.done.append("regression")
 
 
+@pytest.mark.slow  # 2 minutes: the suite's budget keeps the regression (above) and leaves the resume to -m slow
 def test_the_rollout_finishes_the_fleet_once_the_rig_is_fast_again(fleet: Fleet) -> None:
     fleet.require("regression")
     first, _, _ = fleet.hosts
@@ -172,6 +174,7 @@ def test_the_rollout_finishes_the_fleet_once_the_rig_is_fast_again(fleet: Fleet)
     fleet.done.append("finished")
 
 
+@pytest.mark.slow  # follows the test above
 def test_a_second_rollout_changes_nothing(fleet: Fleet) -> None:
     fleet.require("finished")
     assert_no_changes(fleet.new, "deploys/driver_update.py")

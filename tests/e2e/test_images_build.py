@@ -228,6 +228,7 @@ def _slow_base(built: ImageHost, case: str) -> str:
     return base
 
 
+@pytest.mark.slow  # 85 s: out of the suite's time budget; the power cut below is its sibling
 def test_a_build_stopped_by_ctrl_c_finishes_whole_and_by_sigkill_tags_nothing(sandbox, built: ImageHost) -> None:
     # The controller goes away mid-build. Ctrl-C: pyinfra lets the command under way finish before it exits
     # ("Exiting upon user request!"), so the build completes and its tag names a whole image. SIGKILL (or a
