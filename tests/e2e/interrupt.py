@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rigforge.sandbox import SandboxHost, exec_in
+from roles.service import WAIT_SCRIPT
 from tests.e2e.pyinfra_run import REPO_ROOT, pyinfra_command
 
 
@@ -48,3 +49,9 @@ def processes(host: SandboxHost, command: str) -> str:
     """The host's processes whose command line contains ``command`` (pgrep's own shell excluded)."""
     pattern = f"[{command[0]}]{command[1:]}"  # a regex that does not match its own text
     return exec_in(host, f"pgrep -af '{pattern}' || true").stdout.strip()
+
+
+def health_wait_running(host: SandboxHost) -> bool:
+    """The service role's health wait is running: the script itself (``sh WAIT_SCRIPT UNIT …``), not a fact
+    command that reads its file while the deploy is still being planned, before any lock or restart."""
+    return bool(processes(host, f"sh {WAIT_SCRIPT} "))

@@ -36,7 +36,7 @@ from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
-from tests.e2e.interrupt import interrupt_when, processes
+from tests.e2e.interrupt import health_wait_running, interrupt_when, processes
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 from tests.e2e.serve_helpers import (
     SshProxy,
@@ -137,6 +137,18 @@ def test_sigkill_in_the_engine_venv_install(rig: Rig) -> None:
     converged(rig, rig.inventory)
 
 
+FREEZER = "rigforge-test-freeze-engine"
+FROZEN = "/run/rigforge-test-engine-frozen"
+
+
+def freeze_new_invocation(before: str) -> str:
+    """A host-side loop that stops (SIGSTOP) the engine as soon as systemd has started a new invocation of it
+    (not ``before``) with a main process, then marks that it did."""
+    show = "systemctl show -p {} --value rigforge-engine.service"
+    return (f'while [ "$({show.format("InvocationID")})" = {before} ] || [ "$({show.format("MainPID")})" = 0 ];'
+            f" do sleep 0.05; done; systemctl kill --signal=SIGSTOP rigforge-engine.service && touch {FROZEN}")
+
+
 def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
     host = rig.host
     before = service_show(host, "InvocationID")["InvocationID"]
@@ -144,15 +156,15 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
                                           {**rig.overrides, "engine": {"flags": {"--batch-size": 256}}})
 
     log = rig.tmp / "restart.log"
+    # The restarted engine is frozen from its first moment until pyinfra has taken the Ctrl-C, by a watcher on
+    # the host itself (a 50 ms loop, no docker exec in between): frozen any later, a fast engine could answer
+    # the health wait first, and the deploy could finish and let go of its lock before the signal came. The
+    # signal waits for that freeze too: the wait script's name alone was once matched by a fact command reading
+    # its file while the deploy was still being planned, and the Ctrl-C came before any lock was taken.
+    exec_in(host, f"systemd-run --quiet --collect --unit={FREEZER} sh -c '{freeze_new_invocation(before)}'")
 
     def health_wait_held() -> bool:
-        # The restarted engine is frozen while the signal goes and until pyinfra has taken it: on a fast machine
-        # the health wait is over in a moment, and pyinfra's handler runs only when its loop next wakes, so an
-        # engine thawed earlier could let the deploy finish and let go of its lock first.
-        if not processes(host, "rigforge-wait-healthy"):
-            return False
-        exec_in(host, "systemctl kill --signal=SIGSTOP rigforge-engine.service")
-        return True
+        return exec_in(host, f"test -e {FROZEN}").returncode == 0 and health_wait_running(host)
 
     def thaw_once_pyinfra_exits() -> None:
         deadline = time.monotonic() + 60
@@ -163,7 +175,10 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
         finally:  # never leave the engine frozen for the tests after this one
             exec_in(host, "systemctl kill --signal=SIGCONT rigforge-engine.service")
 
-    interrupt_when(changed, DEPLOY, log, health_wait_held, signal.SIGINT, after_signal=thaw_once_pyinfra_exits)
+    try:
+        interrupt_when(changed, DEPLOY, log, health_wait_held, signal.SIGINT, after_signal=thaw_once_pyinfra_exits)
+    finally:
+        exec_in(host, f"systemctl stop {FREEZER} 2>/dev/null; rm -f {FROZEN}")
 
     again = run_pyinfra(changed, DEPLOY)
     assert TAKEOVER in again.stdout + again.stderr

@@ -37,7 +37,7 @@ from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from tests.e2e.conftest import Sandbox
-from tests.e2e.interrupt import processes
+from tests.e2e.interrupt import health_wait_running, processes
 from tests.e2e.power_cut import power_cut, power_on, run_and_cut
 from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 from tests.e2e.serve_helpers import ask_capital_of_france, service_show
@@ -125,7 +125,7 @@ def test_a_cut_in_the_engine_venv_install_rebuilds_it(rig: Rig) -> None:
 
 def test_a_cut_in_the_engine_restart_and_health_wait(rig: Rig) -> None:
     changed = rig.inventory("batch", engine={"flags": {"--batch-size": 256}})
-    cut = rig.cut(changed, "restart", lambda: bool(processes(rig.host, "rigforge-wait-healthy")))
+    cut = rig.cut(changed, "restart", lambda: health_wait_running(rig.host))
     assert_lost_in(cut, rig.host.name, "Service")
 
     run_pyinfra(changed, DEPLOY)
