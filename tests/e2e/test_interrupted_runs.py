@@ -177,8 +177,9 @@ def test_ctrl_c_in_the_unit_restart(rig: Rig) -> None:
 
     try:
         interrupt_when(changed, DEPLOY, log, health_wait_held, signal.SIGINT, after_signal=thaw_once_pyinfra_exits)
-    finally:
-        exec_in(host, f"systemctl stop {FREEZER} 2>/dev/null; rm -f {FROZEN}")
+    finally:  # also when the deploy ended before the signal: no watcher and no frozen engine left behind
+        exec_in(host, f"systemctl stop {FREEZER} 2>/dev/null; rm -f {FROZEN}; "
+                      "systemctl kill --signal=SIGCONT rigforge-engine.service")
 
     again = run_pyinfra(changed, DEPLOY)
     assert TAKEOVER in again.stdout + again.stderr
