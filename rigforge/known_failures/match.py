@@ -46,11 +46,31 @@ class Hit:
         return str(self.signature["severity"])
 
 
+def needles_of(signature: Mapping[str, Any]) -> tuple[str, ...]:
+    """A signature's needles: one fixed string, or a list of them (a line holding any one is a candidate).
+
+    >>> needles_of({"needle": "NVRM: Xid"}), needles_of({"needle": ["a", "b"]})
+    (('NVRM: Xid',), ('a', 'b'))
+    """
+    needle = signature["needle"]
+    return (needle,) if isinstance(needle, str) else tuple(needle)
+
+
+def prefilter(signatures: Iterable[Mapping[str, Any]]) -> re.Pattern[str]:
+    """One expression holding every needle of ``signatures``: a line it does not find can match none of them.
+
+    Most lines of a journal hold no needle, so one search per line replaces one substring test per
+    signature per line (measurements/known_failures_speed.py).
+    """
+    words = sorted({needle for signature in signatures for needle in needles_of(signature)}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(word) for word in words) or "(?!)")
+
+
 def match_lines(signatures: Iterable[Mapping[str, Any]], lines: Sequence[str], where: str,
                 hung: bool = False) -> list[Hit]:
     """Every signature shown in ``where`` whose pattern one of ``lines`` holds, in signature order.
 
-    + signatures: mappings with id, where, needle, pattern, severity, hang_only...
+    + signatures: mappings with id, where, needle (a string or a list), pattern, severity, hang_only...
     + lines: the log's lines, oldest first
     + where: which log these are (``kernel``, ``engine`` or ``startup``)
     + hung: the engine never answered and never exited (health wait timed out): ``hang_only``
@@ -58,14 +78,17 @@ def match_lines(signatures: Iterable[Mapping[str, Any]], lines: Sequence[str], w
 
     Example: ``match_lines(sigs, ["... couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080"], "startup")``
     """
+    shown = [signature for signature in signatures if where in signature["where"]]
+    steady = [signature for signature in shown if not signature.get("hang_only")]
+    finder = prefilter(steady).search
+    held = [line for line in lines if finder(line)]
     hits = []
-    for signature in signatures:
-        if where not in signature["where"]:
-            continue
+    for signature in shown:
         if signature.get("hang_only"):
             candidates = list(lines[-1:]) if hung else []
         else:
-            candidates = [line for line in lines if signature["needle"] in line]
+            words = needles_of(signature)
+            candidates = [line for line in held if any(word in line for word in words)]
         pattern = re.compile(signature["pattern"])  # re caches compiled patterns
         matching = [line for line in candidates if pattern.search(line)]
         if matching:

@@ -26,6 +26,8 @@ SIGNATURES_FILE = Path(__file__).resolve().parents[2] / "inventory" / "known-fai
 Where = Literal["kernel", "engine", "startup", "bench"]
 Severity = Literal["blocking", "fail", "warn"]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+#: A source names every public page its lines come from.
+Sources = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
 
 
 class KnownFailureError(ProfileError):
@@ -37,7 +39,8 @@ class Signature(BaseModel):
 
     + id: stable name (`xid-79-fallen-off-bus`)
     + where: the logs it shows in (kernel, engine, startup, bench)
-    + needle: fixed text every matching line holds (the rig filters on it before sending lines)
+    + needle: fixed text every matching line holds (the rig filters on it before sending lines); a list
+      when the failure prints more than one way (a matching line holds one of them)
     + pattern: Python regular expression searched in a line
     + hang_only: the line is normal unless the engine hung right after it (see the YAML header)
     + severity: blocking (wedged GPU or link), fail, warn
@@ -51,14 +54,14 @@ class Signature(BaseModel):
 
     id: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{2,60}$")]
     where: Annotated[list[Where], Field(min_length=1)]
-    needle: Text
+    needle: Text | Annotated[list[Text], Field(min_length=1)]
     pattern: Text
     hang_only: bool = False
     severity: Severity
     cause: Text
     fix: Text
     profile_fields: list[str] = []
-    source: Text
+    source: Sources
     examples: Annotated[list[Text], Field(min_length=1)]
 
     @field_validator("pattern")
@@ -84,8 +87,9 @@ class Signature(BaseModel):
         needle, pattern = info.data.get("needle"), info.data.get("pattern")
         if needle is None or pattern is None:
             return examples  # already reported on its own field
+        words = [needle] if isinstance(needle, str) else needle
         for line in examples:
-            if needle not in line or not re.search(pattern, line):
+            if not any(word in line for word in words) or not re.search(pattern, line):
                 raise ValueError(f"{line!r} does not hold needle {needle!r} and match pattern {pattern!r}")
         return examples
 
@@ -175,4 +179,5 @@ def signature_data(where: Where | None = None) -> list[dict[str, Any]]:
 
 def needles(where: Where) -> list[str]:
     """The distinct needles of the signatures shown in ``where``, in file order (for the rig's grep -F)."""
-    return list(dict.fromkeys(s.needle for s in known_signatures() if where in s.where and not s.hang_only))
+    return list(dict.fromkeys(needle for s in known_signatures() if where in s.where and not s.hang_only
+                              for needle in ([s.needle] if isinstance(s.needle, str) else s.needle)))
