@@ -6,7 +6,8 @@
 
 It runs ``pyinfra -y INVENTORY deploys/doctor.py`` (the inventory's own connections: host-key checks,
 sudo, sandbox hosts alike), which reads each rig's kernel log, engine journal and the smoke bench's failure
-lines (in the journal as ``rigforge-bench``) with one command and takes no lock. Each rig gets its rows (or
+lines (in the journal as ``rigforge-bench``) with one command, and its driver versions (a reboot pending after
+a driver update is a ``driver`` row), and takes no lock. Each rig gets its rows (or
 ``none``); exit 1 when a rig shows a failure (fail or blocking) or could not be read, 0 when all are clean or
 show only warnings.
 """
@@ -78,9 +79,9 @@ def table_rows(hosts: list[str], records: dict[str, dict[str, Any]]) -> list[str
             rows.append(f"| {name} | - | not read (see pyinfra's output above) | - | - | - | - |")
             continue
         if not record["hits"]:
-            rows.append(f"| {name} | kernel, engine, bench | none | - | - | - | - |")
+            rows.append(f"| {name} | kernel, engine, bench, driver | none | - | - | - | - |")
         for hit in record["hits"]:
-            log = {"kernel": "kernel", "bench": "bench"}.get(hit["where"], "engine")
+            log = {"kernel": "kernel", "bench": "bench", "driver": "driver"}.get(hit["where"], "engine")
             rows.append(f"| {name} | {log} | {hit['id']} | {hit['severity']} | {hit['count']} | "
                         f"`{_cell(hit['line'])}` | {_cell(hit['cause'])}: {_cell(hit['fix'])} |")
     return rows

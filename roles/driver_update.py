@@ -32,10 +32,12 @@ from pyinfra.facts.files import FileContents
 from pyinfra.operations import server, systemd
 
 from rigforge.bench_plan import results_root, run_stamp
+from rigforge.checks.driver_reboot import driver_mismatch
 from rigforge.context import RunSettings, current_profile
 from rigforge.engines import UNIT_NAME
+from rigforge.facts.driver import NvidiaLoadedDriver
 from rigforge.facts.kernel import NvidiaModuleKernels
-from rigforge.facts.packages import DpkgPackages
+from rigforge.facts.packages import DpkgPackages, NvidiaSmiVersions
 from rigforge.operations.driver_takeover import refuse_foreign_driver
 from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import missing_module_lines
@@ -94,10 +96,22 @@ def apply_driver_update(settings: RunSettings) -> None:
         host.log("driver update: the profile installs no NVIDIA driver", logger.info)
         return
     plan = plan_update(profile, settings.rollback)
+    say_pending_reboot(plan, settings.allow_reboot)
     if not plan.pending:
         host.log(f"driver update: {plan.target} is installed and loaded; nothing to do", logger.info)
         return
     update_flow(profile, plan, settings)
+
+
+def say_pending_reboot(plan: UpdatePlan, allow_reboot: bool) -> None:
+    """Name a reboot left pending by an earlier update (user space of one driver, the module of another) before
+    anything runs: the baseline bench cannot run on such a rig, and the update's one reboot is what fixes it."""
+    mismatch = driver_mismatch(host.get_fact(NvidiaLoadedDriver), host.get_fact(NvidiaSmiVersions))
+    if mismatch is None:
+        return
+    then = ("this update reboots into " + plan.target if allow_reboot else
+            "reboots are off (allow_reboot=false): run it with --data allow_reboot=true, or reboot the rig first")
+    host.log(f"driver update: a reboot is pending: the NVIDIA {mismatch.found}; {then}", logger.warning)
 
 
 def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> None:

@@ -26,6 +26,7 @@ GPU_CAPTURE_ALIASES = {
     "KernelCmdline": "proc-cmdline.txt",
     "PciAcs": "lspci-vvv.txt",
     "NvidiaPciGpus": "lspci-vvv.txt",
+    "NvidiaSmiVersions": "nvidia-smi-version.txt",
 }
 
 

@@ -23,6 +23,7 @@ from rigforge.facts import (
 )
 from rigforge.facts.logs import FailureLogs
 from rigforge.facts.nccl import NcclConfFile
+from rigforge.facts.packages import SmiVersions
 from rigforge.facts.secure_boot import SecureBootStatus
 
 Verdict = Literal["ok", "warn", "fail"]
@@ -100,6 +101,7 @@ class HostFacts:
     failure_logs: FailureLogs | None = None
     secure_boot: SecureBootStatus | None = None
     nccl_conf: NcclConfFile | None = None
+    smi_versions: SmiVersions | None = None
 
     @property
     def gpu_count(self) -> int:

@@ -30,7 +30,8 @@ def check_driver(profile: Profile, facts: HostFacts) -> Check | None:
     if smi.error and "mismatch" in smi.error.lower():
         found = f"loaded {loaded.version if loaded else '?'}; nvidia-smi: {smi.error}"
         return deploy_fixes("driver", expected, found,
-                            "installed and loaded driver differ: a reboot loads the installed one")
+                            "installed and loaded driver differ: a reboot is pending; the deploy reboots into the "
+                            "installed one (--data allow_reboot=true, the default)")
     if loaded is None:
         return deploy_fixes("driver", expected, f"installed {smi.driver_version or '?'}, not loaded",
                             "installed but not loaded: the deploy reboots to load it")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rigforge.checks import hardware, platform, secure_boot
+from rigforge.checks.driver_reboot import check_driver_reboot
 from rigforge.checks.known_failures import check_known_failures
 from rigforge.checks.model import Check, HostFacts, failed, ok
 from rigforge.checks.nccl import check_nccl_conf
@@ -33,6 +34,7 @@ from rigforge.facts import (
 )
 from rigforge.facts.logs import KnownFailureLogs
 from rigforge.facts.nccl import NcclConf
+from rigforge.facts.packages import NvidiaSmiVersions
 from rigforge.facts.secure_boot import SecureBoot
 from rigforge.profile import Profile
 
@@ -54,6 +56,7 @@ FACT_SOURCES: dict[str, type] = {
     "failure_logs": KnownFailureLogs,
     "secure_boot": SecureBoot,
     "nccl_conf": NcclConf,
+    "smi_versions": NvidiaSmiVersions,
 }
 
 PRESENCE = "gpus"
@@ -79,6 +82,7 @@ GPU_CHECKS: tuple[CheckFunction, ...] = (
 
 #: Checks of the host itself, run with or without GPUs.
 HOST_CHECKS: tuple[CheckFunction, ...] = (
+    check_driver_reboot,
     platform.check_kernel_cmdline,
     platform.check_iommu,
     platform.check_cpu_governor,
@@ -92,8 +96,8 @@ HOST_CHECKS: tuple[CheckFunction, ...] = (
 CHECK_NAMES: tuple[str, ...] = (
     PRESENCE, "gpu-count", "gpu-model", "compute-capability", "gpu-memory", "bar1", "pcie-gen", "pcie-width",
     "topology", "persistence-mode", "power-limit", "driver", "module-options", "force-p2p", "acs",
-    "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "secure-boot", "nccl-conf", "model-revision",
-    "known-failures",
+    "driver-reboot", "kernel-cmdline", "iommu", "cpu-governor", "kernel-module", "secure-boot", "nccl-conf",
+    "model-revision", "known-failures",
 )
 
 

@@ -105,7 +105,7 @@ def test_healthy_rig_the_doctor_reports_nothing(rig: Rig) -> None:
     assert_no_changes(rig.inventory("healthy"), DEPLOY)  # the wait script, matcher inlined, is stable
     run = doctor(rig)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert f"| {rig.host.name} | kernel, engine, bench | none |" in run.stdout
+    assert f"| {rig.host.name} | kernel, engine, bench, driver | none |" in run.stdout
 
 
 def test_a_bench_below_its_floor_reads_the_logs_of_its_window(rig: Rig) -> None:

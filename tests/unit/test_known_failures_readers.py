@@ -118,7 +118,7 @@ def test_the_doctor_table_has_a_row_per_hit_and_none_for_a_clean_rig() -> None:
     assert table[2].startswith("| rig2x-a | kernel | xid-79-fallen-off-bus | blocking | 1 | `2026-11-24T03:12:09")
     assert table[3].startswith("| rig2x-a | engine | llama-port-in-use | fail | 1 |")
     assert table[4].startswith("| rig2x-a | bench | chat-template-not-the-models | fail | 1 |")
-    assert table[5] == "| rig2x-b | kernel, engine, bench | none | - | - | - | - |"
+    assert table[5] == "| rig2x-b | kernel, engine, bench, driver | none | - | - | - | - |"
     assert table[6].startswith("| rig2x-c | - | not read")
     assert verdict_status(["rig2x-b"], records) == 0 and verdict_status(["rig2x-a"], records) == 1
 
