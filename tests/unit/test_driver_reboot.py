@@ -89,7 +89,10 @@ def test_the_reboot_reasons_name_it_once(monkeypatch: pytest.MonkeyPatch, instal
     answers = {NvidiaSmiVersions: smi, NvidiaLoadedDriver: None, BootEnvironment: SimpleNamespace(container=True)}
     monkeypatch.setattr(reboot, "state", SimpleNamespace(is_executing=True))
     monkeypatch.setattr(reboot, "installed_driver_version", lambda packages, names: installed)
-    target = SimpleNamespace(get_fact=lambda fact, **_: [] if fact.__name__ == "FileContents" else answers.get(fact, {}))
+    def get_fact(fact: type, **_: object) -> object:
+        return [] if fact.__name__ == "FileContents" else answers.get(fact, {})
+
+    target = SimpleNamespace(get_fact=get_fact)
     reasons = reboot.current_reasons(target, (), (), ("nvidia-open",) if installed else ())
     assert len(reasons) == 1, reasons
     if installed:
