@@ -64,6 +64,7 @@ CAPTURES = {
     "llama-flag-out-of-range.txt": "llama-flag-out-of-range",
     "llama-launcher-unknown-flag.txt": "llama-launcher-unknown-flag",
     "bench-chat-template-chatml.txt": "chat-template-not-the-models",
+    "docker-gpus-without-nvidia-runtime.txt": "docker-gpus-without-nvidia-runtime",
 }
 
 
@@ -183,3 +184,14 @@ def test_a_real_xid_free_kernel_log_and_nvidia_smi_errors_match_nothing() -> Non
     for name in ("dmesg.txt", "nvidia-smi-bad-index.txt", "nvidia-smi-bad-field.txt"):
         assert matched_ids((machine / name).read_text().splitlines()) == [], name
     assert (machine / "fact-KnownFailureLogs-kernel-part.txt").read_text() == "## kernel\n## engine\nexit status: 0\n"
+
+
+def test_the_health_wait_names_the_missing_container_runtime_with_the_container_deploy() -> None:
+    """Docker's real answer to --gpus without NVIDIA's runtime, as the engine unit's journal holds it."""
+    script = render_wait_script(load_profile("sandbox"))
+    program = script.split("<<'RIGFORGE_KNOWN_FAILURES'\n", 1)[1].split("\nRIGFORGE_KNOWN_FAILURES\n", 1)[0]
+    journal = FIXTURES / "docker-gpus-without-nvidia-runtime.txt"
+    run = subprocess.run(["python3", "-", str(journal)], input=program, capture_output=True, text=True, check=True)
+    assert len(run.stdout.splitlines()) == 1
+    assert run.stdout.startswith("known failure docker-gpus-without-nvidia-runtime (fail): Docker was asked for GPUs")
+    assert "fix: run deploys/images.py" in run.stdout
