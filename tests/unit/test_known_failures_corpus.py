@@ -164,3 +164,13 @@ def test_every_public_signature_quotes_its_source() -> None:
     for signature in known_signatures():
         if not signature.source.startswith(local):
             assert URL.search(signature.source), signature.id
+
+
+def test_the_coverage_table_names_every_signature() -> None:
+    """docs/troubleshooting.md's table by failure class: every signature is in it (``nccl-graph-*`` for a family)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    table = text[text.index("### What the doctor knows, by failure class"):text.index("What it does not know")]
+    named = set(re.findall(r"`([a-z0-9-]+)`", table))
+    families = re.findall(r"`([a-z0-9-]+)\*`", table)
+    missing = [s.id for s in known_signatures() if s.id not in named and not s.id.startswith(tuple(families))]
+    assert missing == []
