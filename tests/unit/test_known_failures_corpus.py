@@ -142,6 +142,15 @@ VARIANTS = [
     # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1125
     ("[37803.140477] NVRM: _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 3856513292 heartbeat 0 "
      "heartbeatWithOffsetMs 0 diff 3856513292 timeout 5200", "gsp-heartbeat-lost"),
+    # https://github.com/InternLM/lmdeploy/issues/263
+    ("W0816 16:43:33.649654 127 pinned_memory_manager.cc:236] Unable to allocate pinned system memory, pinned memory "
+     "pool will not be available: CUDA driver version is insufficient for CUDA runtime version",
+     "image-cuda-newer-than-driver"),
+    # https://github.com/mlcommons/inference/issues/54
+    ("RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at "
+     "/pytorch/torch/csrc/cuda/Module.cpp:34", "image-cuda-newer-than-driver"),
+    # https://github.com/maybleMyers/H1111/issues/23
+    ("SUBPROCESS: RuntimeError: CUDA error: out of memory", "cuda-oom-at-start"),
     # https://github.com/RangiLyu/nanodet/issues/216 (its title)
     ("RuntimeError: The NVIDIA driver on your system is too old (found version 10010). Please update you",
      "image-cuda-newer-than-driver"),
