@@ -28,6 +28,8 @@ from rigforge.operations import reboot
 from tests.standins.nvidia_cuda_repo import NVIDIA_SMI, module_version_line
 from tests.support_checks import H200, capture_facts, empty_facts, profile
 
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
+
 
 def standin_smi_version(tmp_path: Path, user_space: str, loaded: str | None) -> SmiVersions | None:
     """``nvidia-smi --version`` of the stand-in with user space ``user_space`` and module ``loaded`` loaded."""
@@ -99,3 +101,27 @@ def test_the_reboot_reasons_name_it_once(monkeypatch: pytest.MonkeyPatch, instal
         assert reasons[0].startswith("NVIDIA driver 595.45.04 is installed but it is not loaded (nvidia-smi: ")
     else:
         assert reasons[0].startswith("the NVIDIA user-space driver 595.45.04, the loaded kernel module refused")
+
+
+@pytest.mark.parametrize(("allow_reboot", "then"), [
+    (True, "this update reboots into 595.45.04"),
+    (False, "reboots are off (allow_reboot=false): run it with --data allow_reboot=true, or reboot the rig first"),
+])
+def test_the_driver_update_says_it_before_anything_runs(planning, monkeypatch: pytest.MonkeyPatch, allow_reboot: bool,
+                                                        then: str) -> None:
+    """roles/driver_update.py planned through pyinfra's API on the stand-in's answer (tests/unit/conftest.py)."""
+    from roles import driver_update
+
+    _, host, facts = planning
+    facts[NvidiaSmiVersions] = SmiVersions("595.45.04", None, MISMATCH)
+    facts[NvidiaLoadedDriver] = None
+    said: list[str] = []
+    monkeypatch.setattr(host, "log", lambda message, *args, **kwargs: said.append(message))
+    plan = driver_update.UpdatePlan(installed="595.45.04", loaded=None, target="595.45.04", rollback=False)
+    driver_update.say_pending_reboot(plan, allow_reboot)
+    assert said == ["driver update: a reboot is pending: the NVIDIA user-space driver 595.45.04, the loaded kernel "
+                    "module refused (nvidia-smi: Failed to initialize NVML: Driver/library version mismatch); " + then]
+    said.clear()
+    facts[NvidiaSmiVersions] = SmiVersions("595.45.04", "595.45.04", None)
+    driver_update.say_pending_reboot(plan, allow_reboot)
+    assert said == []
