@@ -70,9 +70,10 @@ def driver_mismatch(loaded: LoadedDriver | None, smi: SmiVersions | None) -> Dri
     return None
 
 
-REBOOT_FIX = ("reboot the rig: deploys/host.py (also deploys/full.py and deploys/driver_update.py) reboots when the "
-              "user-space driver is not the loaded module, with --data allow_reboot=true (the default; "
-              "allow_reboot=false stops and says so)")
+REBOOT_FIX = ("reboot the rig: where the profile installs the driver, deploys/host.py (also deploys/full.py and "
+              "deploys/driver_update.py) reboots into it with --data allow_reboot=true (the default; "
+              "allow_reboot=false stops and says so); a driver the profile does not install is the owner's, and "
+              "rigforge never reboots for it: reboot the rig yourself")
 
 
 def check_driver_reboot(profile: Profile, facts: HostFacts) -> Check | None:

@@ -2,8 +2,9 @@
 
 A reboot is needed when (a) a boot-affecting input changed (the GRUB drop-in, an initramfs input such
 as a modprobe.d file, the driver package), (b) the running kernel command line lacks a parameter the
-profile asks for, or (c) the loaded NVIDIA driver is not the installed one (the profile's packages, or
-whatever driver's user space nvidia-smi reports: rigforge/checks/driver_reboot.py). Nothing else reboots, and
+profile asks for, or (c) the loaded NVIDIA driver is not the installed one of the profile's packages. A driver
+the profile does not install is the owner's: its pending reboot is named (rigforge/checks/driver_reboot.py), never
+made. Nothing else reboots, and
 a host that needs none plans and runs nothing (no "conditional change" in ``--dry``, unlike
 ``server.reboot(_if=...)``).
 
@@ -40,7 +41,6 @@ from pyinfra.api.state import State
 from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass_file
 from pyinfra.facts.files import File, FileContents
 
-from rigforge.checks.driver_reboot import driver_mismatch
 from rigforge.facts.driver import NvidiaLoadedDriver
 from rigforge.facts.host import KernelCmdline, cmdline_has
 from rigforge.facts.packages import BootEnvironment, DpkgPackages, NvidiaSmiVersions
@@ -107,12 +107,7 @@ def current_reasons(target: Host, triggers: Sequence[tuple[OperationMeta, str]],
         pending += [what for trigger, what in triggers if changed_this_run([trigger])]
     installed = installed_driver_version(target.get_fact(DpkgPackages), driver_packages) if driver_packages else None
     loaded, detail = loaded_driver(target) if installed else (None, None)
-    reasons = reboot_reasons(pending, missing_kernel_params(target, kernel_params), installed, loaded, detail)
-    if not (installed and loaded != installed):  # that reason already says it
-        mismatch = driver_mismatch(target.get_fact(NvidiaLoadedDriver), target.get_fact(NvidiaSmiVersions))
-        if mismatch is not None:
-            reasons.append(f"the NVIDIA {mismatch.found}")
-    return reasons
+    return reboot_reasons(pending, missing_kernel_params(target, kernel_params), installed, loaded, detail)
 
 
 @operation()
