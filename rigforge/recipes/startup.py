@@ -1,0 +1,169 @@
+"""What an engine says it chose at start, read from its own start-up lines, against what a recipe promises.
+
+vLLM and SGLang pick MoE, attention and GEMM backends, quantisation methods, custom all-reduce and speculative
+settings themselves, and fall back silently when a kernel is missing for the GPU; they log what they picked.
+Each reader below is the text of one release's own log line (file and line of its source, from its PyPI
+distribution), so a recipe whose flags were accepted but whose engine runs something else is named as such:
+"runs MoE backend FLASHINFER_CUTLASS, not MARLIN". llama.cpp's server names its threads, context and slots.
+
+The health wait keeps the lines holding a reader's needle (``startup_needles``) of the engine's start
+(templates/service/wait-healthy.sh.j2); a tournament trial disqualifies, and the verify suite fails, a recipe whose
+report differs from its ``startup`` declaration (rigforge/profile/recipes.py).
+
+Example::
+
+    startup_mismatches("vllm", {"moe_backend": "MARLIN"}, lines)
+    # ["runs MoE backend FLASHINFER_CUTLASS, not MARLIN (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161)"]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one start-up item is read from one engine's log.
+
+    + needle: a fixed string every line that reports it holds (what the health wait keeps)
+    + pattern: a regular expression whose groups give the value (joined by ':' when several)
+    + source: the release's file and line that writes it
+    """
+
+    needle: str
+    pattern: str
+    source: str
+
+    def read(self, line: str) -> str | None:
+        found = re.search(self.pattern, line)
+        return ":".join(group for group in found.groups() if group is not None) if found else None
+
+
+#: Item -> its name in a sentence.
+ITEM_NAMES = {
+    "moe_backend": "MoE backend", "attention_backend": "attention backend", "quantization": "quantisation",
+    "kv_cache_dtype": "KV cache dtype", "speculative": "speculative decoding", "tensor_parallel_size": "TP size",
+    "pipeline_parallel_size": "PP size", "custom_all_reduce": "custom all-reduce", "threads": "threads",
+    "context": "context", "slots": "slots",
+}
+
+_VLLM_CONFIG = "Initializing a V1 LLM engine"  # vllm/v1/engine/core.py:106 prints VllmConfig.__str__
+_VLLM_CONFIG_SOURCE = "vllm/v1/engine/core.py:106 with vllm/config/vllm.py:{}"
+_SGLANG_ARGS = "server_args="  # sglang/srt/entrypoints/engine.py:648 logs f"{server_args=}" (ServerArgs' repr)
+_SGLANG_SOURCE = "sglang/srt/entrypoints/engine.py:648 (ServerArgs.{})"
+
+#: engine kind -> item -> reader; vLLM's from v0.19.1, SGLang's from 0.5.10.post1, llama.cpp's from its server.
+READERS: dict[str, dict[str, Reader]] = {
+    "vllm": {
+        "moe_backend": Reader("NvFp4 MoE backend out of potential backends",
+                              r"Using '(\w+)' NvFp4 MoE backend out of potential backends",
+                              "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161"),
+        "attention_backend": Reader("attention backend out of potential backends",
+                                    r"Using (\w+) attention backend out of potential backends",
+                                    "vllm/platforms/cuda.py:335"),
+        "quantization": Reader(_VLLM_CONFIG, r"with config: .*?\bquantization=([\w-]+)",
+                               _VLLM_CONFIG_SOURCE.format(1690)),
+        "kv_cache_dtype": Reader(_VLLM_CONFIG, r"with config: .*?\bkv_cache_dtype=(\w+)",
+                                 _VLLM_CONFIG_SOURCE.format(1693)),
+        # SpeculativeConfig.__repr__ (vllm/config/speculative.py:879): method and num_spec_tokens; None: none.
+        "speculative": Reader(_VLLM_CONFIG, r"with config: .*?\bspeculative_config=(?:(None)|SpeculativeConfig\(method="
+                                            r"'(\w+)', model=.*?, num_spec_tokens=(\d+)\))",
+                              _VLLM_CONFIG_SOURCE.format(1673) + " and vllm/config/speculative.py:879"),
+        "tensor_parallel_size": Reader(_VLLM_CONFIG, r"with config: .*?\btensor_parallel_size=(\d+)",
+                                       _VLLM_CONFIG_SOURCE.format(1684)),
+        "pipeline_parallel_size": Reader(_VLLM_CONFIG, r"with config: .*?\bpipeline_parallel_size=(\d+)",
+                                         _VLLM_CONFIG_SOURCE.format(1685)),
+        # The config line says whether it was asked off; vllm/distributed/device_communicators/
+        # custom_all_reduce.py:79-167 logs "Custom allreduce is disabled because ..." when vLLM turns it off itself.
+        "custom_all_reduce": Reader("ustom allreduce is disabled",
+                                    r"(?:disable_custom_all_reduce=(True|False)|(Custom allreduce is disabled))",
+                                    "vllm/distributed/device_communicators/custom_all_reduce.py:79-167"),
+    },
+    "sglang": {
+        "moe_backend": Reader(_SGLANG_ARGS, r"\bmoe_runner_backend='(\w+)'",
+                              _SGLANG_SOURCE.format("moe_runner_backend")),
+        "attention_backend": Reader(_SGLANG_ARGS, r"\battention_backend=(?:'(\w+)'|(None))",
+                                    _SGLANG_SOURCE.format("attention_backend")),
+        "quantization": Reader(_SGLANG_ARGS, r"\bquantization=(?:'([\w-]+)'|(None))",
+                               _SGLANG_SOURCE.format("quantization")),
+        "kv_cache_dtype": Reader(_SGLANG_ARGS, r"\bkv_cache_dtype='(\w+)'", _SGLANG_SOURCE.format("kv_cache_dtype")),
+        # NEXTN is logged as EAGLE: sglang/srt/server_args.py:2983-2984 rewrites it before the log line.
+        "speculative": Reader(_SGLANG_ARGS, r"\bspeculative_algorithm=(?:(None)|'(\w+)'.*?"
+                                            r"\bspeculative_num_draft_tokens=(\d+|None))",
+                              _SGLANG_SOURCE.format("speculative_algorithm, speculative_num_draft_tokens")),
+        "tensor_parallel_size": Reader(_SGLANG_ARGS, r"\btp_size=(\d+)", _SGLANG_SOURCE.format("tp_size")),
+        "custom_all_reduce": Reader(_SGLANG_ARGS, r"\bdisable_custom_all_reduce=(True|False)",
+                                    _SGLANG_SOURCE.format("disable_custom_all_reduce")),
+    },
+    "llama.cpp": {
+        # llama.cpp's server (tools/server/server.cpp: "system_info: n_threads = %d ..."; llama-context.cpp
+        # "n_ctx = %u"; "initializing slots, n_slots = %d"), as xllamacpp embeds it.
+        "threads": Reader("system_info: n_threads", r"system_info: n_threads = (\d+)",
+                          "llama.cpp tools/server/server.cpp"),
+        "context": Reader("n_ctx ", r"\bn_ctx\s+= (\d+)", "llama.cpp src/llama-context.cpp"),
+        "slots": Reader("n_slots", r"\bn_slots = (\d+)", "llama.cpp tools/server/server.cpp"),
+    },
+}
+
+#: What a value read means in a sentence (the config's flag turned into on/off, None into none).
+_MEANINGS = {"custom_all_reduce": {"True": "off", "False": "on", "Custom allreduce is disabled": "off"}}
+
+
+def _meaning(item: str, value: str) -> str:
+    if value == "None":
+        return "none"
+    return _MEANINGS.get(item, {}).get(value, value)
+
+
+def startup_needles(kind: str) -> list[str]:
+    """The fixed strings the start-up lines of an engine of ``kind`` hold, each once (for ``grep -F``)."""
+    return sorted({reader.needle for reader in READERS.get(kind, {}).values()})
+
+
+def startup_report(kind: str, lines: Iterable[str]) -> dict[str, list[str]]:
+    """What the engine reported for each item it logged, each distinct value once, oldest first (pure).
+
+    A worker that fell back shows a second value beside the others'. Custom all-reduce is off once any line says
+    so: vLLM turns it off itself after its config line said on.
+
+    + kind: the engine's kind (``vllm``, ``sglang``, ``llama.cpp``)
+    + lines: its start-up lines, oldest first
+    """
+    report: dict[str, list[str]] = {}
+    for line in lines:
+        for item, reader in READERS.get(kind, {}).items():
+            value = reader.read(line) if reader.needle in line else None
+            if value is not None and _meaning(item, value) not in report.setdefault(item, []):
+                report[item].append(_meaning(item, value))
+    if "off" in report.get("custom_all_reduce", []):
+        report["custom_all_reduce"] = ["off"]
+    return {item: values for item, values in report.items() if values}
+
+
+def startup_mismatches(kind: str, expected: Mapping[str, str], lines: Iterable[str]) -> list[str]:
+    """Each promised item the engine did not report as promised, in words (pure): "runs X, not Y" where it chose
+    otherwise, "did not report its X" where no line said.
+
+    + kind: the engine's kind
+    + expected: the recipe's ``startup`` declaration (item -> value)
+    + lines: the engine's start-up lines
+
+    >>> startup_mismatches("vllm", {"moe_backend": "MARLIN"},
+    ...     ["INFO [nvfp4.py:203] Using 'VLLM_CUTLASS' NvFp4 MoE backend out of potential backends: ['MARLIN']."])
+    ['runs MoE backend VLLM_CUTLASS, not MARLIN (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161)']
+    """
+    report = startup_report(kind, list(lines))
+    problems = []
+    for item, want in expected.items():
+        reader = READERS.get(kind, {}).get(item)
+        name = ITEM_NAMES.get(item, item)
+        if reader is None:
+            problems.append(f"{kind} reports no {name} at start: rigforge cannot check it")
+        elif item not in report:
+            problems.append(f"did not report its {name} (expected {want}; {reader.source} logs it)")
+        elif report[item] != [want]:
+            chose = " and ".join(value for value in report[item] if value != want)
+            problems.append(f"runs {name} {chose}, not {want} ({reader.source})")
+    return problems
