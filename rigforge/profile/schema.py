@@ -240,8 +240,8 @@ class Engine(StrictModel):
                              f"engine.recipes.{self.recipe}.kept_unread with why")
         stale = [name for name in recipe.kept_unread if name not in unread_variables(recipe.engine_release, self.env)]
         if stale:
-            raise ValueError(f"engine.recipes.{self.recipe}.kept_unread names {stale[0]}, which the recipe does not set "
-                             f"or {recipe.engine_release} reads: declarations stay exact")
+            raise ValueError(f"engine.recipes.{self.recipe}.kept_unread names {stale[0]}, which the recipe does not "
+                             f"set or {recipe.engine_release} reads: declarations stay exact")
         return self
 
     @model_validator(mode="after")
