@@ -27,7 +27,7 @@ from dataclasses import dataclass
 class Reader:
     """How one start-up item is read from one engine's log.
 
-    + needle: a fixed string every line that reports it holds (what the health wait keeps)
+    + needle: a fixed string every line that reports it holds (what the health wait keeps); ``also``: another
     + pattern: a regular expression whose groups give the value (joined by ':' when several)
     + source: the release's file and line that writes it
     """
@@ -35,6 +35,10 @@ class Reader:
     needle: str
     pattern: str
     source: str
+    also: str | None = None
+
+    def holds_needle(self, line: str) -> bool:
+        return self.needle in line or (self.also is not None and self.also in line)
 
     def read(self, line: str) -> str | None:
         found = re.search(self.pattern, line)
@@ -51,7 +55,8 @@ ITEM_NAMES = {
 
 _VLLM_CONFIG = "Initializing a V1 LLM engine"  # vllm/v1/engine/core.py:106 prints VllmConfig.__str__
 _VLLM_CONFIG_SOURCE = "vllm/v1/engine/core.py:106 with vllm/config/vllm.py:{}"
-_SGLANG_ARGS = "server_args="  # sglang/srt/entrypoints/engine.py:648 logs f"{server_args=}" (ServerArgs' repr)
+# sglang/srt/entrypoints/engine.py:648 logs f"{server_args=}": ServerArgs' repr on one line, each field as
+# name=value; each field is its own needle, so a quoted part of that line reads as the whole does.
 _SGLANG_SOURCE = "sglang/srt/entrypoints/engine.py:648 (ServerArgs.{})"
 
 #: engine kind -> item -> reader; vLLM's from v0.19.1, SGLang's from 0.5.10.post1, llama.cpp's from its server.
@@ -77,24 +82,25 @@ READERS: dict[str, dict[str, Reader]] = {
                                          _VLLM_CONFIG_SOURCE.format(1685)),
         # The config line says whether it was asked off; vllm/distributed/device_communicators/
         # custom_all_reduce.py:79-167 logs "Custom allreduce is disabled because ..." when vLLM turns it off itself.
-        "custom_all_reduce": Reader("ustom allreduce is disabled",
+        "custom_all_reduce": Reader("Custom allreduce is disabled",
                                     r"(?:disable_custom_all_reduce=(True|False)|(Custom allreduce is disabled))",
-                                    "vllm/distributed/device_communicators/custom_all_reduce.py:79-167"),
+                                    "vllm/distributed/device_communicators/custom_all_reduce.py:79-167",
+                                    also=_VLLM_CONFIG),
     },
     "sglang": {
-        "moe_backend": Reader(_SGLANG_ARGS, r"\bmoe_runner_backend='(\w+)'",
+        "moe_backend": Reader("moe_runner_backend=", r"\bmoe_runner_backend='(\w+)'",
                               _SGLANG_SOURCE.format("moe_runner_backend")),
-        "attention_backend": Reader(_SGLANG_ARGS, r"\battention_backend=(?:'(\w+)'|(None))",
+        "attention_backend": Reader("attention_backend=", r"\battention_backend=(?:'(\w+)'|(None))",
                                     _SGLANG_SOURCE.format("attention_backend")),
-        "quantization": Reader(_SGLANG_ARGS, r"\bquantization=(?:'([\w-]+)'|(None))",
+        "quantization": Reader("quantization=", r"\bquantization=(?:'([\w-]+)'|(None))",
                                _SGLANG_SOURCE.format("quantization")),
-        "kv_cache_dtype": Reader(_SGLANG_ARGS, r"\bkv_cache_dtype='(\w+)'", _SGLANG_SOURCE.format("kv_cache_dtype")),
+        "kv_cache_dtype": Reader("kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", _SGLANG_SOURCE.format("kv_cache_dtype")),
         # NEXTN is logged as EAGLE: sglang/srt/server_args.py:2983-2984 rewrites it before the log line.
-        "speculative": Reader(_SGLANG_ARGS, r"\bspeculative_algorithm=(?:(None)|'(\w+)'.*?"
+        "speculative": Reader("speculative_algorithm=", r"\bspeculative_algorithm=(?:(None)|'(\w+)'.*?"
                                             r"\bspeculative_num_draft_tokens=(\d+|None))",
                               _SGLANG_SOURCE.format("speculative_algorithm, speculative_num_draft_tokens")),
-        "tensor_parallel_size": Reader(_SGLANG_ARGS, r"\btp_size=(\d+)", _SGLANG_SOURCE.format("tp_size")),
-        "custom_all_reduce": Reader(_SGLANG_ARGS, r"\bdisable_custom_all_reduce=(True|False)",
+        "tensor_parallel_size": Reader("tp_size=", r"\btp_size=(\d+)", _SGLANG_SOURCE.format("tp_size")),
+        "custom_all_reduce": Reader("disable_custom_all_reduce=", r"\bdisable_custom_all_reduce=(True|False)",
                                     _SGLANG_SOURCE.format("disable_custom_all_reduce")),
     },
     "llama.cpp": {
@@ -119,7 +125,8 @@ def _meaning(item: str, value: str) -> str:
 
 def startup_needles(kind: str) -> list[str]:
     """The fixed strings the start-up lines of an engine of ``kind`` hold, each once (for ``grep -F``)."""
-    return sorted({reader.needle for reader in READERS.get(kind, {}).values()})
+    readers = READERS.get(kind, {}).values()
+    return sorted({reader.needle for reader in readers} | {reader.also for reader in readers if reader.also})
 
 
 def startup_report(kind: str, lines: Iterable[str]) -> dict[str, list[str]]:
@@ -134,7 +141,7 @@ def startup_report(kind: str, lines: Iterable[str]) -> dict[str, list[str]]:
     report: dict[str, list[str]] = {}
     for line in lines:
         for item, reader in READERS.get(kind, {}).items():
-            value = reader.read(line) if reader.needle in line else None
+            value = reader.read(line) if reader.holds_needle(line) else None
             if value is not None and _meaning(item, value) not in report.setdefault(item, []):
                 report[item].append(_meaning(item, value))
     if "off" in report.get("custom_all_reduce", []):
