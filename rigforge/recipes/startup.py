@@ -94,7 +94,8 @@ READERS: dict[str, dict[str, Reader]] = {
                                     _SGLANG_SOURCE.format("attention_backend")),
         "quantization": Reader("quantization=", r"\bquantization=(?:'([\w-]+)'|(None))",
                                _SGLANG_SOURCE.format("quantization")),
-        "kv_cache_dtype": Reader("kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", _SGLANG_SOURCE.format("kv_cache_dtype")),
+        "kv_cache_dtype": Reader("kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'",
+                                 _SGLANG_SOURCE.format("kv_cache_dtype")),
         # NEXTN is logged as EAGLE: sglang/srt/server_args.py:2983-2984 rewrites it before the log line.
         "speculative": Reader("speculative_algorithm=", r"\bspeculative_algorithm=(?:(None)|'(\w+)'.*?"
                                             r"\bspeculative_num_draft_tokens=(\d+|None))",
