@@ -4,8 +4,9 @@ For each recipe, the starting one first (the baseline the others are judged agai
 when no image of its inputs is on the rig), its checkpoint (kept beside the others'), its unit, the health wait,
 then the smoke bench — sanity probes and the profile's cells — recorded in the bench history with the recipe's
 name. A recipe that does not come up, gives wrong output or an error, or logs a known failure of severity
-``fail`` is disqualified with the reason, and the next one is tried. At the end the rig runs its starting recipe
-again; with ``--data keep=best`` it moves to the best one, only when that one is better than the start beyond
+``fail``, or whose engine reports at start that it chose otherwise than the recipe's ``startup`` promises ("runs X,
+not Y": rigforge/recipes/startup.py), is disqualified with the reason, and the next one is tried. At the end the
+rig runs its starting recipe again; with ``--data keep=best`` it moves to the best one, only when that one is better than the start beyond
 the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG) lands in
 ``results/<host>/recipes-<stamp>/`` and its table is printed.
 
@@ -35,6 +36,7 @@ from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import RunSettings, base_profile, current_recipe_choice
 from rigforge.engines import image_ref
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
+from rigforge.facts.startup import EngineStartupRecord
 from rigforge.facts.weights import WeightsOnDisk
 from rigforge.image_fleet import rig_git_refs
 from rigforge.known_failures import hit_line
@@ -47,6 +49,7 @@ from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table, wrong_output
+from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
 from rigforge.updates.comparison import RegressionPolicy
 from roles import base, bench, engine, images, service, weights
@@ -258,6 +261,10 @@ def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, co
     except NestedOperationError:
         return Trial(**about, disqualified="did not come up: " + failure_reason(window, "no known failure in its "
                                                                                   "journal; see its last lines above"))
+    started = host.get_fact(EngineStartupRecord)
+    chose_otherwise = startup_verdict(profile.engine.kind, recipe.startup, started.record, started.invocation)
+    if chose_otherwise:  # measured, it would be measured under a name it does not run
+        return Trial(**about, disqualified="; ".join(chose_otherwise))
     measured = bench.measure(host, profile, results_dir, connector, stop_on_wrong_output=True)
     run_dir = str(measured.local.run_dir)
     if measured.result is None:

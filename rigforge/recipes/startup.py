@@ -22,6 +22,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+#: Where the health wait keeps the start-up lines of the engine's current start, headed "# invocation <id>".
+STARTUP_RECORD = "/var/lib/rigforge/engine-startup.log"
+
 
 @dataclass(frozen=True)
 class Reader:
@@ -175,3 +178,36 @@ def startup_mismatches(kind: str, expected: Mapping[str, str], lines: Iterable[s
             chose = " and ".join(value for value in report[item] if value != want)
             problems.append(f"runs {name} {chose}, not {want} ({reader.source})")
     return problems
+
+
+def recorded_lines(record: str, invocation: str) -> list[str] | None:
+    """The start-up lines of a record the health wait wrote for the unit's ``invocation``; None when the record
+    is of another start (or missing: ``record`` empty), so it says nothing about the engine running now (pure).
+
+    >>> recorded_lines("# invocation ab12\\nINFO n_slots = 4\\n", "ab12")
+    ['INFO n_slots = 4']
+    >>> recorded_lines("# invocation ab12\\n", "cd34") is None
+    True
+    """
+    head, _, body = record.partition("\n")
+    if not invocation or head != f"# invocation {invocation}":
+        return None
+    return [line for line in body.splitlines() if line.strip()]
+
+
+def startup_verdict(kind: str, expected: Mapping[str, str], record: str, invocation: str) -> list[str]:
+    """What is wrong with the engine's start-up report for a recipe promising ``expected`` (pure): its
+    mismatches, or that no record of its current start exists. Empty: it runs what it says.
+
+    + kind: the engine's kind
+    + expected: the recipe's ``startup`` declaration
+    + record: the text of ``STARTUP_RECORD`` on the rig ("" when missing)
+    + invocation: the unit's current InvocationID
+    """
+    if not expected:
+        return []
+    lines = recorded_lines(record, invocation)
+    if lines is None:
+        return [f"no record of its start-up lines for the engine's current start ({STARTUP_RECORD}: the health "
+                "wait writes it once the engine answers)"]
+    return startup_mismatches(kind, expected, lines)
