@@ -6,9 +6,9 @@ then the smoke bench — sanity probes and the profile's cells — recorded in t
 name. A recipe that does not come up, gives wrong output or an error, or logs a known failure of severity
 ``fail``, or whose engine reports at start that it chose otherwise than the recipe's ``startup`` promises ("runs X,
 not Y": rigforge/recipes/startup.py), is disqualified with the reason, and the next one is tried. At the end the
-rig runs its starting recipe again; with ``--data keep=best`` it moves to the best one, only when that one is better than the start beyond
-the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG) lands in
-``results/<host>/recipes-<stamp>/`` and its table is printed.
+rig runs its starting recipe again; with ``--data keep=best`` it moves to the best one, only when that one is
+better than the start beyond the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG)
+lands in ``results/<host>/recipes-<stamp>/`` and its table is printed.
 
 While it runs, ``/var/lib/rigforge/recipe-experiment.json`` says so; Ctrl-C or a lost connection leaves it, and
 the next deploy on the rig puts the starting recipe back (roles/takeover.py), saying so. The rig's own record of
