@@ -108,12 +108,13 @@ READERS: dict[str, dict[str, Reader]] = {
                                     _SGLANG_SOURCE.format("disable_custom_all_reduce")),
     },
     "llama.cpp": {
-        # llama.cpp's server (tools/server/server.cpp: "system_info: n_threads = %d ..."; llama-context.cpp
-        # "n_ctx = %u"; "initializing slots, n_slots = %d"), as xllamacpp embeds it.
-        "threads": Reader("system_info: n_threads", r"system_info: n_threads = (\d+)",
-                          "llama.cpp tools/server/server.cpp"),
-        "context": Reader("n_ctx ", r"\bn_ctx\s+= (\d+)", "llama.cpp src/llama-context.cpp"),
-        "slots": Reader("n_slots", r"\bn_slots = (\d+)", "llama.cpp tools/server/server.cpp"),
+        # llama.cpp's server as xllamacpp 2026.10.11549 embeds it, its lines as the sandbox's launcher logs them
+        # (tests/fixtures/known-failures/llama-healthy-start.txt): its common threadpool init and the server's
+        # load_model ("initializing, n_slots = 4, n_ctx_slot = 2048": context is per slot).
+        "threads": Reader("threadpool init, n_threads", r"threadpool init, n_threads = (\d+)",
+                          "llama.cpp common: llama threadpool init"),
+        "context": Reader("n_ctx_slot", r"\bn_ctx_slot = (\d+)", "llama.cpp tools/server: load_model"),
+        "slots": Reader("n_slots", r"initializing, n_slots = (\d+)", "llama.cpp tools/server: load_model"),
     },
 }
 

@@ -112,4 +112,13 @@ def test_every_gpu_recipe_promises_what_its_engine_logs(profile_name: str) -> No
 def test_the_needles_are_what_the_health_wait_keeps() -> None:
     assert "NvFp4 MoE backend out of potential backends" in startup_needles("vllm")
     assert "moe_runner_backend=" in startup_needles("sglang")
-    assert startup_needles("llama.cpp") == ["n_ctx ", "n_slots", "system_info: n_threads"]
+    assert startup_needles("llama.cpp") == ["n_ctx_slot", "n_slots", "threadpool init, n_threads"]
+
+
+def test_llama_cpp_lines_of_the_sandbox_launcher() -> None:
+    """The sandbox's own llama.cpp start (tests/fixtures/known-failures/README.md says how it was recorded)."""
+    start = (FIXTURES.parent / "known-failures" / "llama-healthy-start.txt").read_text().splitlines()
+    profile = load_profile("sandbox")
+    assert startup_mismatches("llama.cpp", profile.engine.recipes["default"].startup, start) == []
+    assert startup_mismatches("llama.cpp", profile.engine.recipes["one-thread"].startup, start) == [
+        "runs threads 2, not 1 (llama.cpp common: llama threadpool init)"]
