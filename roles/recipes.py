@@ -273,7 +273,7 @@ def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, co
     except NestedOperationError:
         return Trial(**about, disqualified="did not come up: " + failure_reason(window, "no known failure in its "
                                                                                   "journal; see its last lines above"))
-    started = host.get_fact(EngineStartupRecord)
+    started = host.get_fact(EngineStartupRecord, kind=profile.engine.kind)
     chose_otherwise = startup_verdict(profile.engine.kind, recipe.startup, started.record, started.invocation)
     if chose_otherwise:  # measured, it would be measured under a name it does not run
         return Trial(**about, disqualified="; ".join(chose_otherwise))

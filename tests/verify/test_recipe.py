@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from rigforge.engines import UNIT_NAME
+from rigforge.facts.startup import EngineStartupRecord, parse_startup_record
 from rigforge.profile import Profile
 from rigforge.recipes.choice import EXPERIMENT_RECORD
-from rigforge.recipes.startup import STARTUP_RECORD, startup_verdict
+from rigforge.recipes.startup import startup_verdict
 from roles.service import UNIT_PATH
 
 
@@ -35,7 +35,6 @@ def test_the_engine_reports_what_its_recipe_promises(host, profile: Profile) -> 
     recipe = profile.engine.recipes.get(profile.engine.recipe or "")
     if recipe is None or not recipe.startup:
         pytest.skip(f"the recipe {profile.engine.recipe} promises nothing its engine reports at start")
-    invocation = host.run(f"systemctl show -p InvocationID --value {UNIT_NAME}").stdout.strip()
-    record = host.file(STARTUP_RECORD).content_string if host.file(STARTUP_RECORD).exists else ""
-    problems = startup_verdict(profile.engine.kind, recipe.startup, record, invocation)
+    started = parse_startup_record(host.run(EngineStartupRecord().command(profile.engine.kind)).stdout)
+    problems = startup_verdict(profile.engine.kind, recipe.startup, started.record, started.invocation)
     assert not problems, f"recipe {profile.engine.recipe}: " + "; ".join(problems)
