@@ -68,9 +68,12 @@ READERS: dict[str, dict[str, Reader]] = {
         "moe_backend": Reader("NvFp4 MoE backend out of potential backends",
                               r"Using '(\w+)' NvFp4 MoE backend out of potential backends",
                               "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161"),
+        # Chosen by vLLM (cuda.py:334-335), or the one --attention-backend selected (cuda.py:274: "Using
+        # AttentionBackendEnum.X backend."; a selected backend that is not valid raises instead of falling back).
         "attention_backend": Reader("attention backend out of potential backends",
-                                    r"Using (\w+) attention backend out of potential backends",
-                                    "vllm/platforms/cuda.py:335"),
+                                    r"Using (?:(\w+) attention backend out of potential backends|"
+                                    r"AttentionBackendEnum\.(\w+) backend\.)",
+                                    "vllm/platforms/cuda.py:274, 335", also="Using AttentionBackendEnum."),
         "quantization": Reader(_VLLM_CONFIG, r"with config: .*?\bquantization=([\w-]+)",
                                _VLLM_CONFIG_SOURCE.format(1690)),
         "kv_cache_dtype": Reader(_VLLM_CONFIG, r"with config: .*?\bkv_cache_dtype=(\w+)",

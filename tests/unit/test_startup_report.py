@@ -39,7 +39,17 @@ def test_vllm_lines_that_match_what_was_asked() -> None:
 def test_a_vllm_fallback_is_reported_as_what_it_runs() -> None:
     # vllm issue 40153: asked for FlashInfer attention, vLLM fell back to Triton.
     assert startup_mismatches("vllm", {"attention_backend": "FLASHINFER"}, lines("vllm-issue-40153-fallback.log")) == [
-        "runs attention backend TRITON_ATTN, not FLASHINFER (vllm/platforms/cuda.py:335)"]
+        "runs attention backend TRITON_ATTN, not FLASHINFER (vllm/platforms/cuda.py:274, 335)"]
+
+
+def test_an_attention_backend_selected_by_flag_is_read() -> None:
+    # vLLM 0.19.1 vllm/platforms/cuda.py:274 logs the backend --attention-backend selected ("Using %s backend."
+    # with the AttentionBackendEnum member), as the 2x vllm-mtp1 recipe selects TRITON_ATTN. The line below is that
+    # log line as a public vLLM server log of 2026-04-19 shows it (its release had it at cuda.py:308).
+    selected = "(EngineCore pid=196) INFO 04-19 11:05:22 [cuda.py:308] Using AttentionBackendEnum.TRITON_ATTN backend."
+    promised = load_profile("2x-pix").engine.recipes["vllm-mtp1"].startup
+    assert startup_report("vllm", [selected]) == {"attention_backend": ["TRITON_ATTN"]}
+    assert "runs attention backend" not in " ".join(startup_mismatches("vllm", promised, [selected]))
 
 
 def test_marlin_on_an_engine_that_chose_another_moe_backend() -> None:
