@@ -157,7 +157,7 @@ class Recipe(StrictModel):
     kept_unread: dict[EnvName, SafeText] = {}
 
 
-def _merged(base: dict[str, Any] | None, overlay: dict[str, Any]) -> dict[str, Any]:
+def merged_mapping(base: dict[str, Any] | None, overlay: dict[str, Any]) -> dict[str, Any]:
     """``overlay`` over ``base`` key by key; a None value removes the key."""
     merged = dict(base or {})
     for key, value in overlay.items():
@@ -172,7 +172,7 @@ def _section(base: dict[str, Any] | None, overlay: dict[str, Any], mappings: tup
     """A nested section (build, native, docker, model): scalars replaced, the named mappings merged."""
     merged = dict(base or {})
     for key, value in overlay.items():
-        merged[key] = _merged(merged.get(key), value) if key in mappings else value
+        merged[key] = merged_mapping(merged.get(key), value) if key in mappings else value
     return merged
 
 
@@ -206,7 +206,7 @@ def overlay_data(engine: dict[str, Any], model: dict[str, Any], recipe: Recipe) 
                     engine[other] = None
     for key, value in given.items():
         if key in ("flags", "env"):
-            engine[key] = _merged(None if key in recipe.replace else engine.get(key), value)
+            engine[key] = merged_mapping(None if key in recipe.replace else engine.get(key), value)
         elif key == "build":
             engine[key] = _section(engine.get(key), value, ("args",))
         elif key == "docker":

@@ -17,7 +17,7 @@ from rigforge.profile.engine_reads import unread_variables
 from rigforge.profile.measuring import Bench, DriverUpdate
 from rigforge.profile.model_size import Quantisation, size_problem
 from rigforge.profile.nccl_layout import check_graph_layout
-from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
+from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, merged_mapping, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
     CudaVersion,
@@ -227,18 +227,19 @@ class Engine(StrictModel):
     @model_validator(mode="after")
     def _variables_read(self) -> Engine:
         """A recipe's engine variables are read by its release, or kept on purpose with why."""
-        if self.recipe is None:
+        recipe = self.recipes.get(self.recipe or "")
+        if recipe is None or recipe.engine_release is None:
             return self
-        recipe = self.recipes[self.recipe]
-        if recipe.engine_release is None:
-            return self
-        unread = [name for name in unread_variables(recipe.engine_release, self.env) if name not in recipe.kept_unread]
-        if unread:
-            raise ValueError(f"engine.env {unread[0]} is not read by {recipe.engine_release} "
+        # The env the recipe runs with (the same whether this engine section has the recipe laid over it yet).
+        own = {} if "env" in recipe.replace or recipe.kind not in (None, self.kind) else self.env
+        unread = unread_variables(recipe.engine_release, merged_mapping(own, recipe.env))
+        refused = [name for name in unread if name not in recipe.kept_unread]
+        if refused:
+            raise ValueError(f"engine.env {refused[0]} is not read by {recipe.engine_release} "
                              "(rigforge/profile/engine_reads.py): it would change nothing. Remove it, pin the "
                              "release that reads it, or keep it on purpose in "
                              f"engine.recipes.{self.recipe}.kept_unread with why")
-        stale = [name for name in recipe.kept_unread if name not in unread_variables(recipe.engine_release, self.env)]
+        stale = [name for name in recipe.kept_unread if name not in unread]
         if stale:
             raise ValueError(f"engine.recipes.{self.recipe}.kept_unread names {stale[0]}, which the recipe does not "
                              f"set or {recipe.engine_release} reads: declarations stay exact")
