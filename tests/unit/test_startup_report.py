@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rigforge.profile.loader import load_profile
-from rigforge.recipes.startup import READERS, startup_mismatches, startup_needles, startup_report
+from rigforge.recipes.startup import READERS, STARTUP_RECORD, startup_mismatches, startup_needles, startup_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "startup"
 
@@ -132,3 +132,13 @@ def test_llama_cpp_lines_of_the_sandbox_launcher() -> None:
     assert startup_mismatches("llama.cpp", profile.engine.recipes["default"].startup, start) == []
     assert startup_mismatches("llama.cpp", profile.engine.recipes["one-thread"].startup, start) == [
         "runs threads 2, not 1 (llama.cpp common: llama threadpool init)"]
+
+
+def test_the_health_wait_keeps_the_lines_of_its_engines_kind() -> None:
+    from roles.service import render_wait_script
+
+    script = render_wait_script(load_profile("sandbox"))
+    assert "grep -F -e n_ctx_slot -e n_slots -e 'threadpool init, n_threads'" in script
+    assert f"> {STARTUP_RECORD}.new && mv {STARTUP_RECORD}.new {STARTUP_RECORD}" in script
+    vllm = render_wait_script(load_profile("4x-threadripper").with_recipe("marlin"))
+    assert "-e 'NvFp4 MoE backend out of potential backends'" in vllm
