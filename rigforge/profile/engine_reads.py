@@ -23,12 +23,10 @@ ENGINE_PREFIXES = ("VLLM_", "SGLANG_")
 #: release -> variable -> where the release reads it.
 RELEASE_READS: dict[str, dict[str, str]] = {
     "vllm==0.17.1": {
-        # The release's vllm/envs.py environment_variables table; judged by the slow parser test (this release's
-        # source is fetched there, not kept here).
-        "VLLM_WORKER_MULTIPROC_METHOD": "vllm/envs.py (environment_variables)",
-        "VLLM_LOG_STATS_INTERVAL": "vllm/envs.py (environment_variables)",
-        "VLLM_SLEEP_WHEN_IDLE": "vllm/envs.py (environment_variables)",
-        "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "vllm/envs.py (environment_variables)",
+        "VLLM_WORKER_MULTIPROC_METHOD": "vllm/envs.py:735",
+        "VLLM_LOG_STATS_INTERVAL": "vllm/envs.py:680",
+        "VLLM_SLEEP_WHEN_IDLE": "vllm/envs.py:1343",
+        "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "vllm/envs.py:1233",
     },
     "vllm==0.19.1": {
         "VLLM_WORKER_MULTIPROC_METHOD": "vllm/envs.py:752",
