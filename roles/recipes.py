@@ -4,10 +4,11 @@ For each recipe, the starting one first (the baseline the others are judged agai
 when no image of its inputs is on the rig), its checkpoint (kept beside the others'), its unit, the health wait,
 then the smoke bench — sanity probes and the profile's cells — recorded in the bench history with the recipe's
 name. A recipe that does not come up, gives wrong output or an error, or logs a known failure of severity
-``fail`` is disqualified with the reason, and the next one is tried. At the end the rig runs its starting recipe
-again; with ``--data keep=best`` it moves to the best one, only when that one is better than the start beyond
-the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG) lands in
-``results/<host>/recipes-<stamp>/`` and its table is printed.
+``fail``, or whose engine reports at start that it chose otherwise than the recipe's ``startup`` promises ("runs X,
+not Y": rigforge/recipes/startup.py), is disqualified with the reason, and the next one is tried. At the end the
+rig runs its starting recipe again; with ``--data keep=best`` it moves to the best one, only when that one is
+better than the start beyond the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG)
+lands in ``results/<host>/recipes-<stamp>/`` and its table is printed.
 
 While it runs, ``/var/lib/rigforge/recipe-experiment.json`` says so; Ctrl-C or a lost connection leaves it, and
 the next deploy on the rig puts the starting recipe back (roles/takeover.py), saying so. The rig's own record of
@@ -35,22 +36,24 @@ from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import RunSettings, base_profile, current_recipe_choice
 from rigforge.engines import image_ref
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
-from rigforge.facts.weights import WeightsOnDisk
+from rigforge.facts.startup import EngineStartupRecord
+from rigforge.facts.weights import HubSize, WeightsOnDisk
 from rigforge.image_fleet import rig_git_refs
 from rigforge.known_failures import hit_line
 from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 from rigforge.operations.nested import ctrl_c_pressed, nested_flow, watch_ctrl_c
-from rigforge.operations.weights import GB, bytes_to_fetch, tool_command
-from rigforge.profile import Profile
+from rigforge.operations.weights import GB, bytes_to_fetch, hub_size, tool_command
+from rigforge.profile import Model, Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table, wrong_output
+from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
 from rigforge.updates.comparison import RegressionPolicy
 from roles import base, bench, engine, images, service, weights
-from roles.weights import WEIGHTS_TOOL
+from roles.weights import HF_TOKEN_FILE, HF_VENV, WEIGHTS_TOOL
 
 
 def trial_order(profile: Profile, start: str, wanted: list[str]) -> list[str]:
@@ -107,12 +110,22 @@ def plan_lines(plans: dict[str, Profile], start: str) -> list[str]:
             needs.append(f"an image build of {profile.engine.build.dockerfile} (its git refs resolved first)")
         elif image and not host.get_fact(DockerImageId, ref=image):
             needs.append(f"image {image} ({'build' if profile.engine.build else 'pull'})")
-        missing = bytes_to_fetch(profile.model, host.get_fact(WeightsOnDisk, path=profile.model.path))
+        listed = hub_listing(profile.model)
+        missing = bytes_to_fetch(profile.model, host.get_fact(WeightsOnDisk, path=profile.model.path),
+                                 listed.size if listed else None)
         if missing:
-            needs.append(f"{missing / GB:.1f} GB of weights into {profile.model.path}")
+            said = f" (size from {listed.said})" if listed else ""
+            needs.append(f"{missing / GB:.1f} GB of weights into {profile.model.path}{said}")
         role = "start, measured first" if name == start else "then"
         lines.append(f"recipes: {name} ({role}): {', '.join(needs) or 'nothing to fetch or build'}")
     return lines
+
+
+def hub_listing(model: Model) -> HubSize | None:
+    """The hub's size of a huggingface checkpoint's revision, asked on the rig (None for other sources)."""
+    if model.source != "huggingface":
+        return None
+    return hub_size(model, f"{HF_VENV}/bin/python", WEIGHTS_TOOL, HF_TOKEN_FILE)
 
 
 @operation()
@@ -129,7 +142,9 @@ def checkpoints_fit(profiles: list[Profile]):
         checkpoints_fit(name="Check the checkpoints fit", profiles=[p.with_recipe(n) for n in names])
     """
     models = {profile.model.path: profile.model for profile in profiles}
-    need = sum(bytes_to_fetch(model, host.get_fact(WeightsOnDisk, path=path)) for path, model in models.items())
+    listed = {path: hub_listing(model) for path, model in models.items()}
+    need = sum(bytes_to_fetch(model, host.get_fact(WeightsOnDisk, path=path),
+                              listed[path].size if listed[path] else None) for path, model in models.items())
     if not need:
         host.noop(f"{len(models)} checkpoint(s) already on the rig")
         return
@@ -258,6 +273,10 @@ def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, co
     except NestedOperationError:
         return Trial(**about, disqualified="did not come up: " + failure_reason(window, "no known failure in its "
                                                                                   "journal; see its last lines above"))
+    started = host.get_fact(EngineStartupRecord, kind=profile.engine.kind)
+    chose_otherwise = startup_verdict(profile.engine.kind, recipe.startup, started.record, started.invocation)
+    if chose_otherwise:  # measured, it would be measured under a name it does not run
+        return Trial(**about, disqualified="; ".join(chose_otherwise))
     measured = bench.measure(host, profile, results_dir, connector, stop_on_wrong_output=True)
     run_dir = str(measured.local.run_dir)
     if measured.result is None:

@@ -11,6 +11,7 @@ and its reader are inputs too (roles/api_key.py).
 from __future__ import annotations
 
 import hashlib
+import shlex
 from pathlib import Path
 
 from pyinfra import host
@@ -36,6 +37,7 @@ from rigforge.operations.files import managed_file
 from rigforge.operations.service import engine_service, file_unless_present
 from rigforge.profile import Profile
 from rigforge.recipes.choice import EXPERIMENT_RECORD
+from rigforge.recipes.startup import STARTUP_RECORD, startup_needles
 from rigforge.render import render
 from roles.api_key import api_key_inputs, api_key_watched_files, serve_api_key
 from roles.weights import manifest_path, remote_script_text
@@ -69,8 +71,10 @@ def render_wait_script(profile: Profile) -> str:
 
     One file on the rig: the script needs nothing but python3 to name a known failure.
     """
+    needles = " ".join(f"-e {shlex.quote(needle)}" for needle in startup_needles(profile.engine.kind))
     return render("service/wait-healthy.sh.j2", profile, matcher=MATCHER_SOURCE.read_text().rstrip(),
-                  signatures=repr(signature_data("startup")))
+                  signatures=repr(signature_data("startup")), startup_record=STARTUP_RECORD,
+                  startup_needles=needles or "-e ' '")
 
 
 def engine_inputs(profile: Profile, unit: str) -> dict[str, str]:

@@ -43,24 +43,6 @@ ENGINE_VARIABLE_PREFIXES = ("VLLM_", "SGLANG_")
 ENGINES_DIR = REPO / ".cache" / "engines"
 PROBE = Path(__file__).resolve().parent / "support_engine_probe.py"
 
-#: Variables a recipe sets as its source published them although no release of the engine reads them: kept, so the
-#: recipe stays what was published, and said here and beside the variable in the profile. (profile, recipe) ->
-#: variable -> why. The slow parser test fails on any other unread variable, and on an entry here the release reads.
-UNREAD_AS_PUBLISHED: dict[tuple[str, str], dict[str, str]] = {
-    ("4x-threadripper", "marlin"): {
-        "VLLM_MOE_FORCE_MARLIN": "the HONEST post exports it (published-recipes.md B), but vLLM 0.17.1, 0.19.1 "
-                                 "and 0.33.0 read it nowhere (their vllm.envs warn 'Unknown vLLM environment "
-                                 "variable'): this recipe runs vLLM's own MoE backend choice, not a forced Marlin; "
-                                 "0.19.1's own switch is --moe-backend marlin",
-    },
-    **{("8x-turin", recipe): {
-        "SGLANG_ENABLE_DEEP_GEMM": "the GLM-5 command sets it (rig-facts §4.4, §9 row 15), but none of the SGLang "
-                                   "releases 0.5.8-0.5.12, 0.5.14, 0.5.16, 0.5.18, 0.5.20, 0.5.23 reads it "
-                                   "(SGLANG_ENABLE_JIT_DEEPGEMM=0, also set, is what turns DeepGEMM off); whether the "
-                                   "fork reads it cannot be checked here (its source is not public on PyPI)",
-    } for recipe in ("glm5-b12x", "glm5-cutlass")},
-}
-
 #: What importing each engine's argument parser needs besides the release and torch (found by importing it in a
 #: bare venv until it imported: vLLM 0.17.1, 0.19.1, 0.33.0; SGLang 0.5.10(.post1), 0.5.23). Versions: the release's own
 #: requirement where it names the package, else pip's choice.

@@ -178,3 +178,63 @@ class WeightsOnDisk(FactBase[WeightsState]):
 
     def process(self, output: list[str]) -> WeightsState:
         return parse_weights_state("\n".join(output))
+
+
+@dataclass(frozen=True)
+class HubSize:
+    """A revision's size as the hub lists it, or why it is not known.
+
+    + size: bytes of the wanted files; None when the hub was not asked or did not answer
+    + said: where the number comes from, or why there is none, in words
+    """
+
+    size: int | None
+    said: str
+
+
+def parse_hub_size(text: str) -> HubSize:
+    """The fact's output: ``repo@revision`` on the first line, then the tool's JSON line or a line saying why
+    the hub was not asked or did not answer.
+
+    >>> parse_hub_size('org/m@main\\n{"bytes": 5, "files": 2, "commit": "0123456789abcdef"}').said
+    "the hub's file list of org/m@main (0123456789ab: 2 file(s))"
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    where, answers = (lines[0], lines[1:]) if lines else ("the revision", [])
+    try:
+        answer = json.loads(answers[-1]) if answers else {}
+    except json.JSONDecodeError:
+        answer = {}
+    if isinstance(answer, dict) and isinstance(answer.get("bytes"), int):
+        commit = str(answer.get("commit") or "")[:12]
+        return HubSize(answer["bytes"], f"the hub's file list of {where} ({commit}: {answer.get('files')} file(s))")
+    why = answers[-1][:200] if answers else "no answer"
+    return HubSize(None, f"the profile's model.size_gb (the hub's file list of {where} is not known: {why})")
+
+
+class HubRevisionSize(FactBase[HubSize]):
+    """
+    Returns the ``HubSize`` of a pinned revision's wanted files, asked on the rig with the weights tool's
+    ``hf-size`` (in the huggingface_hub venv, with the rig's token); a rig without that venv yet, or a hub that
+    does not answer, gives None with the reason.
+
+    .. code:: python
+
+        hub = host.get_fact(HubRevisionSize, python=HF_PYTHON, tool=TOOL, repo="org/model", revision="abc",
+                            allow=["*.safetensors"], token_file=TOKEN, endpoint=None)
+    """
+
+    def command(self, python: str, tool: str, repo: str, revision: str, allow: list[str], token_file: str,
+                endpoint: str | None = None) -> str:
+        words = [python, tool, "hf-size", "--repo", repo, "--revision", revision, "--token-file", token_file]
+        for pattern in allow:
+            words += ["--allow", pattern]
+        if endpoint:
+            words += ["--endpoint", endpoint]
+        quoted = " ".join(shlex.quote(word) for word in words)
+        return (f"echo {shlex.quote(f'{repo}@{revision}')}; "
+                f"if [ -x {shlex.quote(python)} ] && [ -f {shlex.quote(tool)} ]; then timeout 60 {quoted} 2>&1 "
+                "| tail -n 1; else echo 'the Hugging Face client is not installed on the rig yet'; fi; true")
+
+    def process(self, output: list[str]) -> HubSize:
+        return parse_hub_size("\n".join(output))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
 
-from rigforge.facts.weights import PART_SUFFIX, WeightsOnDisk, WeightsState
+from rigforge.facts.weights import PART_SUFFIX, HubRevisionSize, HubSize, WeightsOnDisk, WeightsState
 from rigforge.operations.files import upload_commands
 from rigforge.profile import Model, ModelFile
 
@@ -57,18 +57,27 @@ def space_needed(model: Model, state: WeightsState, missing: list[ModelFile]) ->
     return max(expected - present, 0), expected, present
 
 
-def bytes_to_fetch(model: Model, state: WeightsState) -> int:
+def hub_size(model: Model, python: str, tool: str, token_file: str) -> HubSize:
+    """The size of ``model``'s pinned revision as the hub lists it, asked on the rig (``HubRevisionSize``)."""
+    return host.get_fact(HubRevisionSize, python=python, tool=tool, repo=model.repo_id or "",
+                         revision=model.revision or "", allow=list(model.allow_patterns), token_file=token_file,
+                         endpoint=model.hf_endpoint.rstrip("/") if model.hf_endpoint else None)
+
+
+def bytes_to_fetch(model: Model, state: WeightsState, listed: int | None = None) -> int:
     """How many bytes of ``model`` are still to come (0: complete as its manifest records it).
 
-    The same reckoning as the download's own disk check: a repository checkout is expected at ``model.size_gb``;
-    named files by their sizes; what is complete or partly transferred counts as there.
+    The same reckoning as the download's own disk check: a repository checkout is expected at ``listed`` (the
+    hub's file list of the revision) where known, else ``model.size_gb``; named files by their sizes; what is
+    complete or partly transferred counts as there.
     """
     if model.source == "huggingface":
         manifest = state.manifest
         if manifest is not None and (manifest.source, manifest.origin, manifest.revision) == (
                 "huggingface", model.repo_id, model.revision) and state.all_recorded_verified():
             return 0
-        return max(int(model.size_gb * GB) - sum(f.size for f in state.files.values()), 0)
+        expected = listed if listed is not None else int(model.size_gb * GB)
+        return max(expected - sum(f.size for f in state.files.values()), 0)
     missing = missing_files(model, state)
     return space_needed(model, state, missing)[0] if missing else 0
 
@@ -200,7 +209,9 @@ def weights_from_hub(model: Model, tool: str, python: str, token_file: str):
     + token_file: env file with ``HF_TOKEN=`` (mode 0600); read by the tool, never passed on a command line
 
     Does nothing while the manifest records this repo, revision and patterns and every recorded file is
-    unchanged on disk: the hub is not asked again for a pinned revision.
+    unchanged on disk: the hub is not asked again for a pinned revision. Otherwise the disk check expects the
+    revision's real size from the hub's file list where the rig can ask it (``HubRevisionSize``), else
+    ``model.size_gb``, and says which.
 
     **Example:**
 
@@ -216,10 +227,12 @@ def weights_from_hub(model: Model, tool: str, python: str, token_file: str):
     if same_source and state.all_recorded_verified():
         host.noop(f"{model.path}: {model.repo_id}@{model.revision} recorded in the manifest and unchanged")
         return
-    expected = int(model.size_gb * GB)
+    hub = hub_size(model, python, tool, token_file)
+    expected = hub.size if hub.size is not None else int(model.size_gb * GB)
+    host.log(f"{model.path}: expecting {expected / GB:.1f} GB, from {hub.said}")
     present = sum(f.size for f in state.files.values())
     yield tool_command(python, tool, "check-space", "--path", model.path, "--need", max(expected - present, 0),
-                       "--expected", expected, "--present", present)
+                       "--expected", expected, "--present", present, "--expected-from", hub.said)
     args: list[str] = ["hf-download", "--dir", model.path, "--repo", model.repo_id or "",
                        "--revision", model.revision or "", "--token-file", token_file]
     for pattern in model.allow_patterns:

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
+from rigforge.profile.model_size import Quantisation
 from rigforge.profile.types import (
     AbsPath,
     CliFlag,
@@ -44,13 +45,21 @@ from rigforge.profile.types import (
 #: The engine settings a recipe may set (besides ``model``); everything else of a rig is not a recipe's.
 ENGINE_KEYS = ("kind", "image", "build", "native", "docker", "command", "flags", "env", "health_timeout_s")
 #: Recipe fields that describe the recipe rather than set anything.
-ABOUT_KEYS = ("description", "source", "claims", "differences", "fork", "engine_release", "replace")
+ABOUT_KEYS = ("description", "source", "claims", "differences", "fork", "engine_release", "replace", "startup",
+              "kept_unread")
 #: Only one of these runs an engine; a recipe giving one drops the others.
 RUN_WAYS = ("image", "build", "native")
 #: What a recipe that changes the engine's kind does not inherit.
 KIND_BOUND = ("command", "flags", "env", "image", "native")
 
 FlagValue = bool | int | float | SafeText | dict[str, Any]
+
+#: What an engine reports at start that a recipe may promise (rigforge/recipes/startup.py reads each from the
+#: engine's own start-up lines, with the release's source line it comes from).
+StartupItem = Literal["moe_backend", "attention_backend", "quantization", "kv_cache_dtype", "speculative",
+                      "tensor_parallel_size", "pipeline_parallel_size", "custom_all_reduce", "threads", "context",
+                      "slots"]
+StartupValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:+-]{1,60}$")]
 
 
 class RecipeBuild(StrictModel):
@@ -87,6 +96,8 @@ class RecipeModel(StrictModel):
     allow_patterns: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9*?._/-]+$")]] | None = None
     path: AbsPath | None = None
     size_gb: Annotated[float, Field(gt=0)] | None = None
+    parameters: Annotated[float, Field(gt=0)] | None = None
+    quantisation: Quantisation | None = None
     files: list[dict[str, Any]] | None = None
     mirror_url: HttpUrl | None = None
     local_path: SafeText | None = None
@@ -138,9 +149,15 @@ class Recipe(StrictModel):
     fork: Fork | None = None
     # The engine release on PyPI whose own argument parser judges this recipe's flags (the slow parser tests).
     engine_release: Annotated[str, StringConstraints(pattern=r"^(vllm|sglang)==[A-Za-z0-9.+]+$")] | None = None
+    # What the engine must report at start for this recipe to be what it says (the tournament disqualifies, the
+    # verify suite fails, a recipe whose engine chose otherwise): item -> value as the engine logs it.
+    startup: dict[StartupItem, StartupValue] = {}
+    # Engine variables (VLLM_*, SGLANG_*) set as the source published them although engine_release does not read
+    # them (rigforge/profile/engine_reads.py): name -> why the recipe keeps it. Any other unread one is refused.
+    kept_unread: dict[EnvName, SafeText] = {}
 
 
-def _merged(base: dict[str, Any] | None, overlay: dict[str, Any]) -> dict[str, Any]:
+def merged_mapping(base: dict[str, Any] | None, overlay: dict[str, Any]) -> dict[str, Any]:
     """``overlay`` over ``base`` key by key; a None value removes the key."""
     merged = dict(base or {})
     for key, value in overlay.items():
@@ -155,7 +172,7 @@ def _section(base: dict[str, Any] | None, overlay: dict[str, Any], mappings: tup
     """A nested section (build, native, docker, model): scalars replaced, the named mappings merged."""
     merged = dict(base or {})
     for key, value in overlay.items():
-        merged[key] = _merged(merged.get(key), value) if key in mappings else value
+        merged[key] = merged_mapping(merged.get(key), value) if key in mappings else value
     return merged
 
 
@@ -189,7 +206,7 @@ def overlay_data(engine: dict[str, Any], model: dict[str, Any], recipe: Recipe) 
                     engine[other] = None
     for key, value in given.items():
         if key in ("flags", "env"):
-            engine[key] = _merged(None if key in recipe.replace else engine.get(key), value)
+            engine[key] = merged_mapping(None if key in recipe.replace else engine.get(key), value)
         elif key == "build":
             engine[key] = _section(engine.get(key), value, ("args",))
         elif key == "docker":

@@ -13,9 +13,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from rigforge.profile.access import EngineAuth, EngineFlag
+from rigforge.profile.engine_reads import unread_variables
 from rigforge.profile.measuring import Bench, DriverUpdate
+from rigforge.profile.model_size import Quantisation, size_problem
 from rigforge.profile.nccl_layout import check_graph_layout
-from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, overlay_data, same_option
+from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, merged_mapping, overlay_data, same_option
 from rigforge.profile.types import (
     AbsPath,
     CudaVersion,
@@ -223,6 +225,27 @@ class Engine(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _variables_read(self) -> Engine:
+        """A recipe's engine variables are read by its release, or kept on purpose with why."""
+        recipe = self.recipes.get(self.recipe or "")
+        if recipe is None or recipe.engine_release is None:
+            return self
+        # The env the recipe runs with (the same whether this engine section has the recipe laid over it yet).
+        own = {} if "env" in recipe.replace or recipe.kind not in (None, self.kind) else self.env
+        unread = unread_variables(recipe.engine_release, merged_mapping(own, recipe.env))
+        refused = [name for name in unread if name not in recipe.kept_unread]
+        if refused:
+            raise ValueError(f"engine.env {refused[0]} is not read by {recipe.engine_release} "
+                             "(rigforge/profile/engine_reads.py): it would change nothing. Remove it, pin the "
+                             "release that reads it, or keep it on purpose in "
+                             f"engine.recipes.{self.recipe}.kept_unread with why")
+        stale = [name for name in recipe.kept_unread if name not in unread]
+        if stale:
+            raise ValueError(f"engine.recipes.{self.recipe}.kept_unread names {stale[0]}, which the recipe does not "
+                             f"set or {recipe.engine_release} reads: declarations stay exact")
+        return self
+
+    @model_validator(mode="after")
     def _each_option_once(self) -> Engine:
         own = set(RIGFORGE_FLAGS[self.kind].values())
         words = [word for word in self.command if word.startswith("--")]
@@ -252,6 +275,10 @@ class Model(StrictModel):
     allow_patterns: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9*?._/-]+$")]]
     path: AbsPath  # where the weights live on the rig
     size_gb: Annotated[float, Field(gt=0)]  # expected download size, for the disk-space check
+    # The model's total parameter count and the checkpoint's quantisation: size_gb is refused below what they
+    # take at least (rigforge/profile/model_size.py). None: not judged.
+    parameters: Annotated[float, Field(gt=0)] | None = None
+    quantisation: Quantisation | None = None
     files: list[ModelFile]  # single-file models: names with published hashes
     mirror_url: HttpUrl | None = None
     local_path: SafeText | None = None  # on the machine running pyinfra
@@ -273,6 +300,13 @@ class Model(StrictModel):
             raise ValueError("source 'local' needs local_path")
         if self.source != "huggingface" and not self.files:
             raise ValueError(f"source '{self.source}' needs files (names with sha256 and size)")
+        return self
+
+    @model_validator(mode="after")
+    def _size_possible(self) -> Model:
+        problem = size_problem(self.size_gb, self.parameters, self.quantisation)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

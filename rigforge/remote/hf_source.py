@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -113,6 +114,18 @@ def check_staged(path: str, remote: RemoteFile) -> str:
         os.unlink(path)
         raise WeightsError(f"{remote.name}: {problem}; deleted the download, the next run fetches it again")
     return digest
+
+
+def hf_size(repo: str, revision: str, allow: Sequence[str], token_file: str | None,
+            endpoint: str | None = None) -> str:
+    """The revision's real size as the hub lists it: one JSON line {"bytes", "files", "commit"} of the files
+    matching ``allow`` (what the disk checks expect in place of a profile's ``size_gb``)."""
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=endpoint).model_info(repo, revision=revision, files_metadata=True,
+                                               token=read_token(token_file))
+    wanted = remote_files(info.siblings or [], allow)
+    return json.dumps({"bytes": sum(remote.size for remote in wanted), "files": len(wanted), "commit": info.sha})
 
 
 def hf_download(directory: str, repo: str, revision: str, allow: Sequence[str], token_file: str | None,

@@ -5,6 +5,7 @@ Usage (standard library only, except ``hf-download`` which runs in the venv hold
     python3 weights_tool.py finish --dir DIR --name FILE --sha256 HEX --size BYTES --source local --origin TEXT
     python3 weights_tool.py adopt  --dir DIR --name FILE --sha256 HEX --size BYTES --source local --origin TEXT
     python3 weights_tool.py mirror --dir DIR --name FILE --sha256 HEX --size BYTES --url URL
+    HF_PYTHON weights_tool.py hf-size --repo ID --revision REV [--allow PATTERN]... [--token-file F] [--endpoint URL]
     python3 weights_tool.py verify --dir DIR
     python3 weights_tool.py hf-download --dir DIR --repo ID --revision REV [--allow PATTERN ...] [--token-file F]
                                         [--endpoint URL]
@@ -64,11 +65,13 @@ def free_bytes(path: str) -> int:
 
 
 def space_problem(path: str, need: int, free: int, expected: int | None = None,
-                  present: int | None = None) -> str | None:
+                  present: int | None = None, expected_from: str | None = None) -> str | None:
     """The message to fail with when ``need`` more bytes do not fit in ``free``; None when they fit."""
     if need <= free:
         return None
-    detail = f" ({expected / GB:.1f} GB expected, {present / GB:.1f} GB already there)" if expected is not None else ""
+    said = f" by {expected_from}" if expected_from else ""
+    detail = (f" ({expected / GB:.1f} GB expected{said}, {present / GB:.1f} GB already there)"
+              if expected is not None else "")
     return (f"not enough disk space for the weights at {path}: need {need / GB:.1f} GB more{detail}, "
             f"only {free / GB:.1f} GB free on the filesystem of {nearest_existing_dir(path)}")
 
@@ -209,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> str:
     """Dispatch one subcommand; returns its one-line summary."""
     if args.command == "check-space":
-        problem = space_problem(args.path, args.need, free_bytes(args.path), args.expected, args.present)
+        problem = space_problem(args.path, args.need, free_bytes(args.path), args.expected, args.present,
+                                args.expected_from)
         if problem:
             raise WeightsError(problem)
         return f"disk space ok: {args.need / GB:.1f} GB needed, {free_bytes(args.path) / GB:.1f} GB free"
@@ -221,8 +225,10 @@ def run(args: argparse.Namespace) -> str:
         return mirror(args.dir, args.name, args.sha256, args.size, args.url)
     if args.command == "verify":
         return verify(args.dir)
-    from hf_source import hf_download  # shipped beside this tool; needs huggingface_hub
+    from hf_source import hf_download, hf_size  # shipped beside this tool; needs huggingface_hub
 
+    if args.command == "hf-size":
+        return hf_size(args.repo, args.revision, args.allow, args.token_file, args.endpoint)
     return hf_download(args.dir, args.repo, args.revision, args.allow, args.token_file, args.endpoint)
 
 
@@ -235,6 +241,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     space.add_argument("--need", type=int, required=True)
     space.add_argument("--expected", type=int)
     space.add_argument("--present", type=int)
+    space.add_argument("--expected-from", help="where the expected size comes from, said in the message")
     for name in ("finish", "adopt", "mirror"):
         command = sub.add_parser(name)
         command.add_argument("--dir", required=True)
@@ -249,11 +256,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     sub.add_parser("verify").add_argument("--dir", required=True)
     hub = sub.add_parser("hf-download", help="download a pinned Hugging Face revision (huggingface_hub venv)")
     hub.add_argument("--dir", required=True)
-    hub.add_argument("--repo", required=True)
-    hub.add_argument("--revision", required=True)
-    hub.add_argument("--allow", action="append", default=[])
-    hub.add_argument("--token-file", help="env file holding HF_TOKEN=..., mode 0600")
-    hub.add_argument("--endpoint", help="the Hub's address (default: huggingface_hub's, https://huggingface.co)")
+    size = sub.add_parser("hf-size", help="the size of a revision's wanted files, as the hub lists them (JSON)")
+    for command in (hub, size):
+        command.add_argument("--repo", required=True)
+        command.add_argument("--revision", required=True)
+        command.add_argument("--allow", action="append", default=[])
+        command.add_argument("--token-file", help="env file holding HF_TOKEN=..., mode 0600")
+        command.add_argument("--endpoint", help="the Hub's address (default: huggingface_hub's, https://huggingface.co)")
     return parser.parse_args(argv)
 
 

@@ -4,8 +4,9 @@ Real here: two Debian 12 systemd hosts reached over SSH, the sandbox profile's f
 (xllamacpp from PyPI, Gemma 3 270M uploaded with the ``local`` source, the real unit and health wait, the real
 bench client): three that differ in speed, ``rope-broken`` whose output is garbage and ``no-start`` that
 never comes up (both fixture recipes, made to fail the ways published recipes fail). The bench is cut down to
-one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed. The tests share
-the two hosts and run in order.
+one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed. Each recipe's
+``startup`` promise (threads, slots, context per slot) is checked by the trial against llama.cpp's own start-up
+lines, which the health wait keeps; a recipe measured passed it. The tests share the two hosts and run in order.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from rigforge.profile.loader import load_profile
 from rigforge.recipes.choice import EXPERIMENT_RECORD, PROFILE_RECORD
+from rigforge.recipes.startup import STARTUP_RECORD, recorded_lines, startup_report
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
 from roles.service import UNIT_PATH
@@ -84,6 +86,11 @@ def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet
         assert measured == ["default", "one-thread", "one-slot"], report
         assert all(by_name[name]["run_dir"] for name in measured)
         assert running_recipe(host) == ("default", "default")
+        # The health wait's record of the engine's current start (back on default): llama.cpp's own lines.
+        invocation = exec_in(host, "systemctl show -p InvocationID --value rigforge-engine.service").stdout.strip()
+        started = recorded_lines(exec_in(host, f"cat {STARTUP_RECORD}").stdout, invocation)
+        assert started is not None, f"{host.name}: no start-up record of the current start"
+        assert startup_report("llama.cpp", started) == {"threads": ["2"], "slots": ["4"], "context": ["2048"]}
         assert exec_in(host, f"test -e {EXPERIMENT_RECORD}").returncode != 0
         assert f"[{host.name}] | recipe | C=1 in=128 | verdict against default |" in output
         assert f"[{host.name}] recipes: 3 of 5 measured, 2 disqualified; back on default" in output

@@ -119,3 +119,24 @@ def test_a_gated_repo_takes_the_token_from_the_file_only(tmp_path: Path, token_f
         done = download(tmp_path / "model", hub, "v1", token_file)
     assert done.returncode == 0, done.stderr
     assert TOKEN not in refused.stdout + refused.stderr + done.stdout + done.stderr
+
+
+def test_the_revision_size_is_what_the_hub_lists(hub: StandInHub, token_file: Path, tmp_path: Path) -> None:
+    """``hf-size``: the bytes of the wanted files of a revision, as the hub's file list gives them, for the disk
+    checks to expect in place of the profile's size_gb (rigforge.facts.weights.HubRevisionSize says which)."""
+    from rigforge.facts.weights import parse_hub_size
+
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    done = subprocess.run([sys.executable, str(TOOL), "hf-size", "--repo", REPO, "--revision", "v1",
+                           "--allow", "*.json", "--allow", "*.safetensors", "--token-file", str(token_file),
+                           "--endpoint", hub.url], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["bytes"] == len(V1["config.json"]) + len(V1["model.safetensors"]) and answer["files"] == 2
+    assert file_downloads(hub) == []  # the file list only, no file
+    size = parse_hub_size(f"{REPO}@v1\n{done.stdout}")
+    assert size.size == answer["bytes"] and size.said.startswith(f"the hub's file list of {REPO}@v1 (")
+    unknown = parse_hub_size(f"{REPO}@v1\nthe Hugging Face client is not installed on the rig yet")
+    assert unknown.size is None and unknown.said == (
+        f"the profile's model.size_gb (the hub's file list of {REPO}@v1 is not known: the Hugging Face client is "
+        "not installed on the rig yet)")

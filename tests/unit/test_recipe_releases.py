@@ -12,8 +12,8 @@ import pytest
 from packaging.version import InvalidVersion, Version
 
 from rigforge.engines import engine_env_file_variables
-from rigforge.profile.loader import load_profile
-from tests.support_engines import RIG_PROFILES, UNREAD_AS_PUBLISHED, engine_launch
+from rigforge.profile.loader import ProfileError, load_profile
+from tests.support_engines import RIG_PROFILES, engine_launch
 
 
 def _engine_recipes() -> list[tuple[str, str]]:
@@ -92,9 +92,14 @@ def test_a_fork_is_named_and_its_flags_and_variables_are_the_recipes(profile_nam
     assert not stray, f"{profile_name}:{recipe_name}: fork declares what the recipe does not set: {stray}"
 
 
-def test_variables_declared_unread_are_set_by_their_recipe() -> None:
-    for (profile_name, recipe_name), declared in UNREAD_AS_PUBLISHED.items():
-        rendered = load_profile(profile_name).with_recipe(recipe_name)
-        variables = {**engine_env_file_variables(rendered), **rendered.engine.env}
-        missing = sorted(set(declared) - set(variables))
-        assert not missing, f"UNREAD_AS_PUBLISHED: {profile_name}:{recipe_name} does not set {missing}"
+def test_a_variable_the_release_does_not_read_is_refused_at_load() -> None:
+    """A VLLM_/SGLANG_ variable its release does not read changes nothing: refused, naming it, unless kept on purpose
+    (the release's reading itself is proved by the slow tests/unit/test_engine_parsers.py)."""
+    with pytest.raises(ProfileError, match=r"engine.env VLLM_NO_SUCH_SWITCH is not read by vllm==0.17.1"):
+        load_profile("4x-threadripper", {"engine": {"recipes": {"k64-tuned": {"env": {"VLLM_NO_SUCH_SWITCH": "1"}}}}})
+    kept = load_profile("4x-threadripper", {"engine": {"recipes": {"k64-tuned": {
+        "env": {"VLLM_NO_SUCH_SWITCH": "1"}, "kept_unread": {"VLLM_NO_SUCH_SWITCH": "as published"}}}}})
+    assert "VLLM_NO_SUCH_SWITCH" in kept.with_recipe("k64-tuned").engine.env
+    with pytest.raises(ProfileError, match=r"kept_unread names VLLM_NO_SUCH_SWITCH, which the recipe does not set"):
+        load_profile("4x-threadripper", {"engine": {"recipes": {"wiki": {
+            "kept_unread": {"VLLM_NO_SUCH_SWITCH": "as published"}}}}})

@@ -101,6 +101,10 @@ PUBLISHED = [
     ("4x-threadripper", "k64-published", K64_PUBLISHED),
     ("4x-threadripper", "k64-tuned", K64_TUNED),
     ("4x-threadripper", "marlin", MARLIN),
+    # The post's table row "Marlin TP=2 + PP=2": its one command, with the row's parallelism declared as differences.
+    ("4x-threadripper", "marlin-tp2-pp2", MARLIN),
+    # The K64 post's notes, "MTP=3 for multi-user": its command, with that one change declared.
+    ("4x-threadripper", "k64-mtp3", K64_PUBLISHED),
     ("2x-pix", "b12x-nextn", B12X_NEXTN),
     ("8x-turin", "glm5-b12x", GLM5),
     ("8x-turin", "glm5-cutlass", GLM5_CUTLASS),
