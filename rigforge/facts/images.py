@@ -3,7 +3,7 @@ repository's refs point at now (``git ls-remote`` on the rig).
 
 The record is read on every run (a converged rig's no-op reads it with the read-ahead, in one round trip); the
 repository is asked only when an image is to be resolved afresh, and never read ahead
-(rigforge/facts/read_ahead.py leaves out facts with ``read_ahead = False``): a no-op run sends no ``ls-remote``.
+(rigforge/reads/read_ahead.py leaves out facts with ``read_ahead = False``): a no-op run sends no ``ls-remote``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from rigforge.git_refs import LsRemote, is_commit, ls_remote_command, parse_ls_remote_output
+from rigforge.images.git_refs import LsRemote, is_commit, ls_remote_command, parse_ls_remote_output
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def parse_image_record(text: str) -> ImageRecord | None:
 
 
 class ImageRecordFile(FactBase[ImageRecord | None]):
-    """The rig's record at ``path`` (rigforge/images.py ``BuildPlan.record_path``), None when there is none."""
+    """The rig's record at ``path`` (rigforge/images/plans.py ``BuildPlan.record_path``), None when there is none."""
 
     def command(self, path: str) -> str:
         return f"cat {shlex.quote(path)} 2>/dev/null || true"

@@ -25,15 +25,15 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rigforge.api_key import KEY_FILE, needs_api_key
 from rigforge.bench.__main__ import EXIT_CHECKS_FAILED, EXIT_OK
 from rigforge.bench.config import config_from_dict
-from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.profile import Profile
 from rigforge.profile.loader import profile_hash
+from rigforge.serving.api_key import KEY_FILE, needs_api_key
+from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
 
 #: The package root on the controller, whose ``__init__.py`` and ``bench/`` are uploaded.
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REMOTE_PACKAGE_DIR = f"{REMOTE_LIB_DIR}/rigforge"
 HOST_RESULTS_DIR = "/var/lib/rigforge/bench"
 HOST_LATEST_NAME = "latest.json"
