@@ -63,11 +63,11 @@ from rigforge.bench_runs.report import Verdict, judge, render_markdown, render_p
 from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import current_profile
 from rigforge.facts.gpu import NvidiaGpus
+from rigforge.facts.images import DockerImageId
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.weights import WeightsOnDisk
 from rigforge.fleet.image_commits import rig_git_refs
 from rigforge.known_failures import hit_line
-from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile

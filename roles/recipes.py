@@ -33,11 +33,11 @@ from pyinfra.api.exceptions import NestedOperationError
 from rigforge.bench_runs.plan import results_root, run_stamp
 from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import RunSettings, base_profile, current_recipe_choice
+from rigforge.facts.images import DockerImageId
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.weights import WeightsOnDisk
 from rigforge.fleet.image_commits import rig_git_refs
 from rigforge.known_failures import hit_line
-from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 from rigforge.operations.nested import ctrl_c_pressed, nested_flow, watch_ctrl_c
 from rigforge.operations.weights import GB, bytes_to_fetch, tool_command

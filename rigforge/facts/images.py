@@ -71,3 +71,14 @@ class GitRemoteRefs(FactBase[LsRemote]):
 
     def process(self, output: list[str]) -> LsRemote:
         return parse_ls_remote_output(output)
+
+
+class DockerImageId(FactBase[str | None]):
+    """The ID of a local image by reference (``sha256:…``), or None when there is none (or no CLI)."""
+
+    def command(self, ref: str) -> str:
+        return (f"command -v docker >/dev/null 2>&1 && docker image inspect --format '{{{{.Id}}}}' "
+                f"{shlex.quote(ref)} 2>/dev/null || true")
+
+    def process(self, output: list[str]) -> str | None:
+        return next((line.strip() for line in output if line.strip()), None)

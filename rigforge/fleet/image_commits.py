@@ -33,10 +33,9 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.context import ctx_host
 
-from rigforge.facts.images import GitRemoteRefs, ImageRecord, ImageRecordFile
+from rigforge.facts.images import DockerImageId, GitRemoteRefs, ImageRecord, ImageRecordFile
 from rigforge.images.git_refs import LsRemote, UnresolvedRef, ls_remote_here, resolve
 from rigforge.images.plans import BuildPlan, build_plan
-from rigforge.operations.docker import DockerImageId
 from rigforge.profile import Profile
 
 

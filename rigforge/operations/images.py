@@ -13,9 +13,9 @@ from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.facts.files import File
 
+from rigforge.facts.images import DockerImageId
 from rigforge.fleet.image_share import Provide, provide_image
 from rigforge.images.plans import IMAGE_CONTENTS_PATH
-from rigforge.operations.docker import DockerImageId
 from rigforge.operations.dpkg_repair import refusal
 
 

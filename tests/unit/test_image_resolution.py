@@ -15,11 +15,10 @@ import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.host import Host
 
-from rigforge.facts.images import GitRemoteRefs, ImageRecord, ImageRecordFile, parse_image_record
+from rigforge.facts.images import DockerImageId, GitRemoteRefs, ImageRecord, ImageRecordFile, parse_image_record
 from rigforge.fleet.image_commits import Resolution, record_document, resolve_for_host
 from rigforge.images.git_refs import LsRemote
 from rigforge.images.plans import ImagePlanError, build_plan
-from rigforge.operations.docker import DockerImageId
 from rigforge.profile.loader import load_profile
 from rigforge.render import render
 from rigforge.serving.engines import image_commits, image_ref
