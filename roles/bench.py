@@ -143,6 +143,7 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
         cuda_driver_version=gpus.cuda_version,
         kernel=bench_host.get_fact(KernelVersion),
         gpus=tuple(gpu.name for gpu in gpus.gpus),
+        image=image,
         image_id=bench_host.get_fact(DockerImageId, ref=image) if image else None,
         image_git_refs=rig_git_refs(bench_host, profile) if profile.engine.build is not None else {},
         weights_revision=manifest.revision if manifest else None,

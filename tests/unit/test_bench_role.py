@@ -38,6 +38,7 @@ GPU_VERSIONS = RigVersions(
     driver_version="595.45.04",
     cuda_driver_version="13.2",
     gpus=("NVIDIA RTX PRO 6000 Blackwell Server Edition",) * 2,
+    image=image_ref(load_profile("2x-pix")),  # as the bench role reads it: the content-hashed tag it built
     image_id="sha256:" + "ab" * 32,
     image_git_refs={"SGLANG_REF": {"repository": "https://github.com/voipmonitor/sglang.git", "ref": "blackwell-cu130",
                                    "commit": "cd" * 20}},
