@@ -37,6 +37,7 @@ from rigforge.facts.images import DockerImageId, GitRemoteRefs, ImageRecord, Ima
 from rigforge.images.git_refs import LsRemote, UnresolvedRef, ls_remote_here, resolve
 from rigforge.images.plans import BuildPlan, build_plan
 from rigforge.profile import Profile
+from rigforge.serving.engines import read_rig_commits_with
 
 
 @dataclass(frozen=True)
@@ -217,3 +218,8 @@ def rig_git_refs(host: Host, profile: Profile) -> dict[str, dict[str, str | None
     """The git refs of the image ``profile`` names on ``host``: build arg -> repository, ref as named, commit."""
     plan = build_plan(profile, rig_commits(host, profile))
     return {ref.arg: ref.record() for ref in plan.git_refs} if plan else {}
+
+
+# The unit and everything else that names a built image (rigforge.serving.engines.image_ref) asks this module
+# for a rig's commits; serving sits below the facts this reads, so it is handed the reader instead.
+read_rig_commits_with(rig_commits)

@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -107,12 +107,24 @@ def image_ref(profile: Profile) -> str | None:
         return container_image(profile)
     if _GIVEN_COMMITS.get() is not None or not ctx_host.isset():
         return container_image(profile, _GIVEN_COMMITS.get())
-    from rigforge.fleet.image_commits import rig_commits  # reads the rig's record (a fact)
-
-    return container_image(profile, rig_commits(ctx_host.get(), profile))
+    if _RIG_COMMITS is None:
+        raise RuntimeError("image_ref in a deploy needs the rig's commits: import rigforge.fleet.image_commits "
+                           "(rigforge.context does) before naming a built image")
+    return container_image(profile, _RIG_COMMITS(ctx_host.get(), profile))
 
 
 _GIVEN_COMMITS: ContextVar[Mapping[str, str] | None] = ContextVar("rigforge_image_commits", default=None)
+#: How ``image_ref`` learns in a deploy which commits the rig's image is built from (host, profile -> commits).
+#: rigforge.fleet.image_commits answers it from facts (this run's decision, else the rig's record) and sits
+#: above this module, so it hands its reader down (``read_rig_commits_with``) instead of being imported here.
+_RIG_COMMITS: Callable[[Any, Profile], Mapping[str, str]] | None = None
+
+
+def read_rig_commits_with(reader: Callable[[Any, Profile], Mapping[str, str]]) -> None:
+    """Let ``image_ref`` ask ``reader(host, profile)`` for a rig's commits during a deploy (set once, by
+    rigforge.fleet.image_commits when it is imported)."""
+    global _RIG_COMMITS
+    _RIG_COMMITS = reader
 
 
 @contextmanager
