@@ -7,7 +7,7 @@ interleaved so that the machine's load falls on every variant alike (median and 
 - ``host 1`` and ``host N``: ``deploys/host.py`` on one host and on all N (does a fleet cost one host?).
 
 Each variant first runs once untimed: the converging run recorded the reads a converge makes, and the
-first no-op records what a no-op reads (``rigforge/facts/read_ahead.py``). Then one ``--debug`` run per
+first no-op records what a no-op reads (``rigforge/reads/read_ahead.py``). Then one ``--debug`` run per
 variant counts every remote command each host got (pyinfra's "Running command on HOST" lines: fact reads,
 the read-ahead, the deploy lock and operations alike) and the controller's peak memory (the child's own
 ``ru_maxrss``), and it prints the ratios side by side.

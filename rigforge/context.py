@@ -14,6 +14,7 @@ from typing import Any
 
 from pyinfra import host
 
+from rigforge.fleet import image_commits  # noqa: F401 - hands image_ref the rig's commits (its module end)
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import NO_RECIPE_STATE, RecipeChoice, choose_recipe

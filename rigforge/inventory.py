@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rigforge.connector import connector_host_name
+from rigforge.connection.connector import connector_host_name
 from rigforge.profile.loader import ProfileError, load_profile
 
 HostEntry = tuple[str, dict[str, Any]]

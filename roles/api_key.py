@@ -1,6 +1,6 @@
 """The engine's API key on the rig, for the service role: the key file and its reader, and what the engine starts from.
 
-When the profile's engine needs a key (``engine.auth``, ``engine.host``: rigforge/api_key.py), the key file
+When the profile's engine needs a key (``engine.auth``, ``engine.host``: rigforge/serving/api_key.py), the key file
 ``/etc/rigforge/secrets/engine-api-key`` holds the key given on this machine (``RIGFORGE_API_KEY``, or the
 first line of the file named by host data ``api_key_file``), or one made on the rig once and kept; and
 ``/opt/rigforge/lib/engine_entry.py``, the reader the engine starts through, is installed. Both are inputs of
@@ -19,10 +19,17 @@ import os
 
 from pyinfra import host
 
-from rigforge.api_key import CONTROLLER_VARIABLE, ENTRY_SCRIPT, HOST_DATA_FILE, KEY_FILE, SHOW_COMMAND, needs_api_key
-from rigforge.engines import REMOTE_LIB_DIR
 from rigforge.operations.secrets import rig_secret_file
 from rigforge.profile import Profile
+from rigforge.serving.api_key import (
+    CONTROLLER_VARIABLE,
+    ENTRY_SCRIPT,
+    HOST_DATA_FILE,
+    KEY_FILE,
+    SHOW_COMMAND,
+    needs_api_key,
+)
+from rigforge.serving.engines import REMOTE_LIB_DIR
 from roles.weights import remote_script_text, upload_remote_script
 
 ENTRY_PATH = f"{REMOTE_LIB_DIR}/{ENTRY_SCRIPT}"

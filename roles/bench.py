@@ -41,7 +41,7 @@ from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files
 
 from rigforge.bench.config import config_from_dict
-from rigforge.bench_plan import (
+from rigforge.bench_runs.plan import (
     HOST_RESULTS_DIR,
     RESULT_WRITTEN,
     ControllerRunPaths,
@@ -59,20 +59,20 @@ from rigforge.bench_plan import (
     run_metadata,
     run_stamp,
 )
+from rigforge.bench_runs.report import Verdict, judge, render_markdown, render_plot
 from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import current_profile
-from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.facts.gpu import NvidiaGpus
+from rigforge.facts.images import DockerImageId
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.weights import WeightsOnDisk
-from rigforge.image_fleet import rig_git_refs
+from rigforge.fleet.image_commits import rig_git_refs
 from rigforge.known_failures import hit_line
-from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
-from rigforge.report import Verdict, judge, render_markdown, render_plot
+from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
 
 
 @deploy("Bench")
@@ -143,6 +143,7 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
         cuda_driver_version=gpus.cuda_version,
         kernel=bench_host.get_fact(KernelVersion),
         gpus=tuple(gpu.name for gpu in gpus.gpus),
+        image=image,
         image_id=bench_host.get_fact(DockerImageId, ref=image) if image else None,
         image_git_refs=rig_git_refs(bench_host, profile) if profile.engine.build is not None else {},
         weights_revision=manifest.revision if manifest else None,

@@ -3,7 +3,7 @@
 The engine rigforge installs is Debian/Ubuntu's own ``docker.io`` package: it comes from the distribution
 archive the rig already trusts (no third repository and key to keep), gets the distribution's security
 updates, and is what NVIDIA's toolkit guide supports next to Docker CE. It is installed only on a rig
-without any Docker (rigforge/docker_install.py): ``docker.io`` conflicts with Docker CE, so apt could
+without any Docker (rigforge/checks/docker_install.py): ``docker.io`` conflicts with Docker CE, so apt could
 install it only by removing an owner's Docker CE.
 
 Which engine the role manages, decided from ``docker_install`` and the ``DockerEngine`` fact:
@@ -34,8 +34,8 @@ from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt as pyinfra_apt
 from pyinfra.operations import files, systemd
 
+from rigforge.checks.docker_install import DockerInstall, docker_install, replacing_would_block
 from rigforge.context import current_profile
-from rigforge.docker_install import DockerInstall, docker_install, replacing_would_block
 from rigforge.facts.docker import DockerEngine, DockerSetup, EngineState
 from rigforge.facts.packages import DpkgPackages
 from rigforge.operations import apt

@@ -31,10 +31,9 @@ from pyinfra.api.state import State
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import server, systemd
 
-from rigforge.bench_plan import results_root, run_stamp
+from rigforge.bench_runs.plan import results_root, run_stamp
 from rigforge.checks.driver_reboot import driver_mismatch
 from rigforge.context import RunSettings, current_profile
-from rigforge.engines import UNIT_NAME
 from rigforge.facts.driver import NvidiaLoadedDriver
 from rigforge.facts.kernel import NvidiaModuleKernels
 from rigforge.facts.packages import DpkgPackages, NvidiaSmiVersions
@@ -47,6 +46,7 @@ from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, rebo
 from rigforge.operations.secure_boot import refuse_untrusted_driver
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
+from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import UpdateRecord, judge_update, recent_baseline
 from roles import bench, cuda, driver, images, service
 from roles.host import remember_reboot_triggers

@@ -2,7 +2,7 @@
 
 Container engines (SGLang, vLLM) run the image the images role provides — built from ``engine.build`` or
 pulled from ``engine.image`` (``roles/images.py``, in full.py's container layer and in deploys/serve.py);
-their tag comes from ``rigforge.images.image_ref``. The native llama.cpp server (the sandbox) is xllamacpp
+their tag comes from ``rigforge.images.plans.image_ref``. The native llama.cpp server (the sandbox) is xllamacpp
 from PyPI in a venv keyed by its pin, plus the launcher that runs it in the foreground for systemd.
 """
 
@@ -13,10 +13,10 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile
-from rigforge.engines import LLAMA_VENV, REMOTE_LIB_DIR
 from rigforge.operations import apt
 from rigforge.operations.venv import python_venv
 from rigforge.profile import Profile
+from rigforge.serving.engines import LLAMA_VENV, REMOTE_LIB_DIR
 from roles.weights import upload_remote_script
 
 #: Shared libraries the xllamacpp CPU wheel links against that a minimal Debian/Ubuntu lacks (OpenMP runtime).

@@ -1,12 +1,12 @@
 """Images role: the engine image the profile names, built once per fleet and rebuilt only when an input changed.
 
-For ``engine.build`` the role first settles the commits of the build's git refs (rigforge/image_fleet.py: the
+For ``engine.build`` the role first settles the commits of the build's git refs (rigforge/fleet/image_commits.py: the
 rig's record, another rig's, or ``git ls-remote`` when none has one or with ``--data rebuild=true``) and records
 them in /var/lib/rigforge/images/records/. It writes the build context under /var/lib/rigforge/images/<dockerfile>/
 (Dockerfile with the commits, build-plan.json, image_contents.py, and for patches apply_patch.py plus each patch
 fetched on the rig with its sha256 checked), then makes ``rigforge/<engine>:<content hash>`` present unless it
 is: built here by the first rig of the run that needs it, or loaded from a rig that has it
-(rigforge/image_share.py). The build log and the image's contents file (pip freeze, versions, commits) stay in
+(rigforge/fleet/image_share.py). The build log and the image's contents file (pip freeze, versions, commits) stay in
 /var/log/rigforge/. For ``engine.image`` it pulls the image unless present. Either way the JIT cache volume is
 emptied when the image the engine runs is not the one the volume's kernels came from.
 """
@@ -18,8 +18,8 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile, run_settings
-from rigforge.image_fleet import Resolution, record_document, resolve_for_host
-from rigforge.images import FETCH_SOURCE, IMAGES_ROOT, LOG_DIR, RECORDS_DIR, BuildPlan, build_plan, image_ref
+from rigforge.fleet.image_commits import Resolution, record_document, resolve_for_host
+from rigforge.images.plans import FETCH_SOURCE, IMAGES_ROOT, LOG_DIR, RECORDS_DIR, BuildPlan, build_plan, image_ref
 from rigforge.operations.docker import context_file_fetched, image_pulled, jit_cache_emptied
 from rigforge.operations.files import managed_file
 from rigforge.operations.images import build_refused, image_contents_copied, image_provided

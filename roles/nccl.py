@@ -27,7 +27,6 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile
-from rigforge.engines import engine_env_file_variables
 from rigforge.facts.nccl import NCCL_CONF
 from rigforge.operations.files import managed_file
 from rigforge.operations.managed import absent
@@ -35,6 +34,7 @@ from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.profile.nccl_layout import GRAPH_GPUS, GRAPH_RINGS
 from rigforge.render import render
+from rigforge.serving.engines import engine_env_file_variables
 
 STATE_DIR = "/etc/rigforge"
 #: The engine service's environment file (systemd ``EnvironmentFile=``, ``docker --env-file``).
@@ -50,7 +50,7 @@ def nccl_settings(profile: Profile) -> dict[str, str]:
 
 
 def engine_environment(profile: Profile) -> dict[str, str]:
-    """The engine env file's variables: the rig's ``nccl.env`` and the graph file (rigforge/engines.py), checked
+    """The engine env file's variables: the rig's ``nccl.env`` and the graph file (rigforge/serving/engines.py), checked
     for the file. The engine's own variables (a recipe's) are in its unit, where they win over this file."""
     variables = engine_env_file_variables(profile)
     for key, value in variables.items():

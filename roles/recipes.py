@@ -31,16 +31,15 @@ from pyinfra.api import deploy, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.exceptions import NestedOperationError
 
-from rigforge.bench_plan import results_root, run_stamp
+from rigforge.bench_runs.plan import results_root, run_stamp
 from rigforge.checks.known_failures import find_known_failures
 from rigforge.context import RunSettings, base_profile, current_recipe_choice
-from rigforge.engines import image_ref
+from rigforge.facts.images import DockerImageId
 from rigforge.facts.logs import FailureLogs, KnownFailureLogs
 from rigforge.facts.startup import EngineStartupRecord
 from rigforge.facts.weights import HubSize, WeightsOnDisk
-from rigforge.image_fleet import rig_git_refs
+from rigforge.fleet.image_commits import rig_git_refs
 from rigforge.known_failures import hit_line
-from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 from rigforge.operations.nested import ctrl_c_pressed, nested_flow, watch_ctrl_c
 from rigforge.operations.weights import GB, bytes_to_fetch, hub_size, tool_command
@@ -51,6 +50,7 @@ from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table, wrong_output
 from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
+from rigforge.serving.engines import image_ref
 from rigforge.updates.comparison import RegressionPolicy
 from roles import base, bench, engine, images, service, weights
 from roles.weights import HF_TOKEN_FILE, HF_VENV, WEIGHTS_TOOL

@@ -19,7 +19,15 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile
-from rigforge.engines import (
+from rigforge.known_failures import match, signature_data
+from rigforge.operations import managed
+from rigforge.operations.files import managed_file
+from rigforge.operations.service import engine_service, file_unless_present
+from rigforge.profile import Profile
+from rigforge.recipes.choice import EXPERIMENT_RECORD
+from rigforge.recipes.startup import STARTUP_RECORD, startup_needles
+from rigforge.render import render
+from rigforge.serving.engines import (
     CONTAINER_NAME,
     DOCKER,
     ENGINE_ENV_FILE,
@@ -31,14 +39,6 @@ from rigforge.engines import (
     image_ref,
     launch_command,
 )
-from rigforge.known_failures import match, signature_data
-from rigforge.operations import managed
-from rigforge.operations.files import managed_file
-from rigforge.operations.service import engine_service, file_unless_present
-from rigforge.profile import Profile
-from rigforge.recipes.choice import EXPERIMENT_RECORD
-from rigforge.recipes.startup import STARTUP_RECORD, startup_needles
-from rigforge.render import render
 from roles.api_key import api_key_inputs, api_key_watched_files, serve_api_key
 from roles.weights import manifest_path, remote_script_text
 

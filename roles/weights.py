@@ -14,14 +14,15 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from rigforge.context import current_profile, run_settings
-from rigforge.engines import REMOTE_LIB_DIR
 from rigforge.facts.weights import MANIFEST_NAME
 from rigforge.operations.files import managed_file
-from rigforge.operations.secrets import SECRETS_DIR, secret_env_file
+from rigforge.operations.secrets import secret_env_file
 from rigforge.operations.venv import python_venv
 from rigforge.operations.weights import verify_weights, weights_from_files, weights_from_hub
 from rigforge.profile import Profile
 from rigforge.render import render
+from rigforge.serving.api_key import SECRETS_DIR
+from rigforge.serving.engines import REMOTE_LIB_DIR
 
 REMOTE_SOURCES = Path(__file__).resolve().parent.parent / "rigforge" / "remote"
 WEIGHTS_TOOL = f"{REMOTE_LIB_DIR}/weights_tool.py"

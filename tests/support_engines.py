@@ -30,10 +30,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rigforge.api_key import keyed_command, needs_api_key
-from rigforge.engines import engine_env_file_variables, launch_command
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
+from rigforge.serving.api_key import keyed_command, needs_api_key
+from rigforge.serving.engines import engine_env_file_variables, launch_command
 from tests.support_flashinfer import UNREACHABLE_MARKERS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,7 +130,7 @@ def engine_launch(profile: Profile) -> dict[str, list]:
     process gets (its engine env and the rig's env file)."""
     lines = launch_command(profile)
     command = list(profile.engine.command)
-    if needs_api_key(profile):  # the engine's module runs through the key's entry (rigforge/api_key.py)
+    if needs_api_key(profile):  # the engine's module runs through the key's entry (rigforge/serving/api_key.py)
         command = keyed_command(command)
     assert command in lines, f"{profile.name}: no engine command in the launch {lines}"
     variables = {**engine_env_file_variables(profile), **profile.engine.env}

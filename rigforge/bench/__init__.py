@@ -7,4 +7,6 @@ after uploading ``rigforge/__init__.py`` and ``rigforge/bench/``::
 
 Token counts come only from the server's ``usage``; streamed chunk counts are recorded beside
 them, never used in their place. Failed sanity checks are recorded by name, never as numbers.
+
+May import: no other rigforge package (the lowest layer; it runs on the rig with the standard library).
 """

@@ -10,6 +10,8 @@ only; ``fail`` differs and matters. Blocking failures are the ones the deploy ca
 degraded hardware, BAR1 (BIOS), the GPU model, the topology class, a kernel log that shows a wedged
 GPU or link (``known-failures``: one row per known failure in the kernel log and the engine journal), and
 Secure Boot on with DKMS's signing key not enrolled (``secure-boot``: enrolling needs the console).
+
+May import: facts, recipes, serving, known_failures, profile.
 """
 
 from rigforge.checks.model import Check, HostFacts, Verdict

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from rigforge.checks.docker_install import DockerRow, docker_install, docker_row
 from rigforge.checks.driver_takeover import (
     INSTALL,
     KEEP,
@@ -34,8 +35,6 @@ from rigforge.checks.driver_takeover import (
 from rigforge.checks.secure_boot import MODULE_WOULD_NOT_LOAD, judge_secure_boot
 from rigforge.checks.table import render_table
 from rigforge.checks.tradeoffs import tradeoffs
-from rigforge.docker_install import DockerRow, docker_install, docker_row
-from rigforge.engines import UNIT_NAME
 from rigforge.facts import LoadedDriver
 from rigforge.facts.apt_simulation import AptPurgeSimulation, AptRemovals
 from rigforge.facts.docker import DockerEngine, DockerSetup
@@ -54,6 +53,7 @@ from rigforge.facts.secure_boot import SecureBoot, SecureBootStatus
 from rigforge.known_failures import known_signatures
 from rigforge.profile import Profile
 from rigforge.recipes.choice import PROFILE_RECORD, RecipeChoice, RecipeState, recipe_cells
+from rigforge.serving.engines import UNIT_NAME
 
 HEADERS = ("component", "found", "from where", "rigforge will", "why")
 MAX_WIDTHS = (14, 36, 34, 30, 70)
@@ -95,7 +95,7 @@ class InstalledFacts:
     gpu_processes: Holders
     port_listeners: Holders
     lock_holders: tuple[LockHolder, ...]
-    docker: DockerRow | None = None  # judged by rigforge/docker_install.py, as the container role judges it
+    docker: DockerRow | None = None  # judged by rigforge/checks/docker_install.py, as the container role judges it
     driver_removals: AptRemovals | None = None  # apt's simulation of a driver replacement's purge
     switches: frozenset[str] = frozenset()  # the run's --data switches that are on (replace_driver)
     secure_boot: SecureBootStatus | None = None

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rigforge.api_key import needs_api_key
 from rigforge.profile import Profile
 from rigforge.profile.access import listens_beyond_loopback
+from rigforge.serving.api_key import needs_api_key
 
 #: Kernel parameters that switch off a CPU vulnerability mitigation (the kernel's admin-guide names them),
 #: with the rig-facts section that documents each on the profiles' rigs.

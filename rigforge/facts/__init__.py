@@ -29,6 +29,8 @@ DpkgLockHolders     tuple of LockHolder                  () (holders.py)
 ManagedByRigforge   True: carries rigforge's header      None (no such file; managed.py)
 NcclConf            NcclConfFile (ours, KEY=value)       None (no /etc/nccl.conf; nccl.py)
 =================== ==================================== =====================================
+
+May import: reads, recipes, serving, images, known_failures, profile.
 """
 
 from rigforge.facts.driver import (

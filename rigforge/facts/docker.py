@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 DAEMON_JSON = "/etc/docker/daemon.json"

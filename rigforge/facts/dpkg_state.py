@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 DPKG_ADMIN_DIR = "/var/lib/dpkg"
 JOURNAL_SECTION = "journal"

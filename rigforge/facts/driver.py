@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import parse_grep_h
+from rigforge.reads.parsing import parse_grep_h
 
 UVM_PARAMETERS_DIR = "/sys/module/nvidia_uvm/parameters"
 

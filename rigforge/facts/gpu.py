@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import first_number, split_sections
+from rigforge.reads.parsing import first_number, split_sections
 
 COMPUTE_CAP_SECTION = "compute_cap"
 

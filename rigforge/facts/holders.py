@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.engines import CONTAINER_NAME
-from rigforge.facts.parsing import first_number, split_sections
+from rigforge.reads.parsing import first_number, split_sections
+from rigforge.serving.engines import CONTAINER_NAME
 
 ENGINE_CONTAINER_SECTION = "engine-container"
 DPKG_FRONTEND_LOCK = "/var/lib/dpkg/lock-frontend"

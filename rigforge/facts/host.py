@@ -9,7 +9,7 @@ from typing import Literal
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import parse_cpu_list, parse_grep_h, split_sections
+from rigforge.reads.parsing import parse_cpu_list, parse_grep_h, split_sections
 
 IommuMode = Literal["off", "passthrough", "translated", "unknown"]
 

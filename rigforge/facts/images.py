@@ -3,7 +3,7 @@ repository's refs point at now (``git ls-remote`` on the rig).
 
 The record is read on every run (a converged rig's no-op reads it with the read-ahead, in one round trip); the
 repository is asked only when an image is to be resolved afresh, and never read ahead
-(rigforge/facts/read_ahead.py leaves out facts with ``read_ahead = False``): a no-op run sends no ``ls-remote``.
+(rigforge/reads/read_ahead.py leaves out facts with ``read_ahead = False``): a no-op run sends no ``ls-remote``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from rigforge.git_refs import LsRemote, is_commit, ls_remote_command, parse_ls_remote_output
+from rigforge.images.git_refs import LsRemote, is_commit, ls_remote_command, parse_ls_remote_output
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def parse_image_record(text: str) -> ImageRecord | None:
 
 
 class ImageRecordFile(FactBase[ImageRecord | None]):
-    """The rig's record at ``path`` (rigforge/images.py ``BuildPlan.record_path``), None when there is none."""
+    """The rig's record at ``path`` (rigforge/images/plans.py ``BuildPlan.record_path``), None when there is none."""
 
     def command(self, path: str) -> str:
         return f"cat {shlex.quote(path)} 2>/dev/null || true"
@@ -71,3 +71,14 @@ class GitRemoteRefs(FactBase[LsRemote]):
 
     def process(self, output: list[str]) -> LsRemote:
         return parse_ls_remote_output(output)
+
+
+class DockerImageId(FactBase[str | None]):
+    """The ID of a local image by reference (``sha256:…``), or None when there is none (or no CLI)."""
+
+    def command(self, ref: str) -> str:
+        return (f"command -v docker >/dev/null 2>&1 && docker image inspect --format '{{{{.Id}}}}' "
+                f"{shlex.quote(ref)} 2>/dev/null || true")
+
+    def process(self, output: list[str]) -> str | None:
+        return next((line.strip() for line in output if line.strip()), None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 #: Installed packages that make up an NVIDIA driver, by name: NVIDIA's repository (nvidia-open, cuda-drivers,
 #: nvidia-kernel-open-dkms, nvidia-driver-pinning-*), Debian's (nvidia-driver, nvidia-kernel-dkms,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pyinfra.api import FactBase
 
 from rigforge.facts.grub import NextBoot, next_boot_kernel
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 GRUB_CFG = "/boot/grub/grub.cfg"
 GRUBENV = "/boot/grub/grubenv"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 MAX_LINES = 50
 KERNEL_SECTION = "kernel"
@@ -116,8 +116,8 @@ class KnownFailureLogs(FactBase[FailureLogs]):
     """
 
     def command(self, since: str | None = None) -> str:
-        from rigforge.engines import UNIT_NAME
         from rigforge.known_failures import needles
+        from rigforge.serving.engines import UNIT_NAME
 
         if since is not None and not SINCE.match(since):
             raise ValueError(f"KnownFailureLogs: since {since!r} is not a journalctl time (e.g. -2h, 2026-11-24 03:00)")

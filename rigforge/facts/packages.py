@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 DPKG_FORMAT = r"${Package}\t${Version}\t${db:Status-Abbrev}\n"
 TOOLS_SECTION = "tools"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 _DEVICE_HEADER = re.compile(r"^((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+(.*)$")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 from rigforge.recipes.choice import EXPERIMENT_RECORD, NO_RECIPE_STATE, PROFILE_RECORD, Experiment, RecipeState
 
 

@@ -29,7 +29,7 @@ from typing import Literal
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 FRAMEWORK_FILES = "/etc/dkms/framework.conf /etc/dkms/framework.conf.d/*.conf"
 DKMS_KEY, DKMS_CERT = "/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"

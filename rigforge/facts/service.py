@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 INPUTS_VARIABLE = "RIGFORGE_INPUTS"
 _SHOW_PROPERTIES = (

@@ -46,7 +46,7 @@ class EngineStartupRecord(FactBase[StartupRecord]):
 
     def command(self, kind: str) -> str:
         """+ kind: the engine's kind, whose needles pick its start-up lines from the journal"""
-        from rigforge.engines import UNIT_NAME
+        from rigforge.serving.engines import UNIT_NAME
 
         needles = " ".join(f"-e {shlex.quote(needle)}" for needle in startup_needles(kind)) or "-e ' '"
         return (f"id=$(systemctl show -p InvocationID --value {shlex.quote(UNIT_NAME)} 2>/dev/null); "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import parse_cpu_list, strip_ansi
+from rigforge.reads.parsing import parse_cpu_list, strip_ansi
 
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 

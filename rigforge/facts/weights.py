@@ -16,7 +16,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from rigforge.facts.parsing import split_sections
+from rigforge.reads.parsing import split_sections
 
 MANIFEST_NAME = ".rigforge-manifest.json"
 #: Where the huggingface source stages a download before it is verified and moved into place.

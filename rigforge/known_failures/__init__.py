@@ -2,6 +2,8 @@
 
 ``schema`` loads and validates the signatures; ``match`` (standard library only, it also runs on the
 rig) finds them in log lines. Readers: the health wait, the known-failures check, the doctor, the bench.
+
+May import: profile.
 """
 
 from rigforge.known_failures.match import Hit, hit_line, match_lines

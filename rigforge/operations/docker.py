@@ -17,6 +17,7 @@ from pyinfra.context import ctx_host
 from pyinfra.facts.files import Sha256File
 
 from rigforge.facts.docker import DAEMON_JSON, DOCKER_SOCKET, DockerDaemonRuntimes, DockerEngine
+from rigforge.facts.images import DockerImageId
 
 #: File at the root of the JIT cache volume naming the image (by ID) whose kernels it may hold.
 JIT_OWNER_FILE = ".rigforge-image"
@@ -24,17 +25,6 @@ JIT_OWNER_FILE = ".rigforge-image"
 
 def _first_line(output: list[str]) -> str | None:
     return next((line.strip() for line in output if line.strip()), None)
-
-
-class DockerImageId(FactBase[str | None]):
-    """The ID of a local image by reference (``sha256:…``), or None when there is none (or no CLI)."""
-
-    def command(self, ref: str) -> str:
-        return (f"command -v docker >/dev/null 2>&1 && docker image inspect --format '{{{{.Id}}}}' "
-                f"{shlex.quote(ref)} 2>/dev/null || true")
-
-    def process(self, output: list[str]) -> str | None:
-        return _first_line(output)
 
 
 def _helper_run(volume: str, image: str, entrypoint: str) -> str:

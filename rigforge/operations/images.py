@@ -13,9 +13,9 @@ from pyinfra.api import FunctionCommand, StringCommand, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.facts.files import File
 
-from rigforge.image_share import Provide, provide_image
-from rigforge.images import IMAGE_CONTENTS_PATH
-from rigforge.operations.docker import DockerImageId
+from rigforge.facts.images import DockerImageId
+from rigforge.fleet.image_share import Provide, provide_image
+from rigforge.images.plans import IMAGE_CONTENTS_PATH
 from rigforge.operations.dpkg_repair import refusal
 
 
@@ -23,7 +23,7 @@ from rigforge.operations.dpkg_repair import refusal
 def image_provided(tag: str, arguments: list[str], log: str, script: str, commits: dict[str, str]):
     """
     Make image ``tag`` present, unless it is: built here by the first rig of the run that needs it, or loaded
-    from a rig of the run that has it (rigforge/image_share.py). The tag must name the build's inputs.
+    from a rig of the run that has it (rigforge/fleet/image_share.py). The tag must name the build's inputs.
 
     + tag: image tag (a content hash), also passed in ``arguments``
     + arguments: everything after ``docker build`` (tag, labels, build args, Dockerfile, context)

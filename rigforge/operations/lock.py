@@ -38,9 +38,10 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.context import ctx_state
 
-from rigforge import connection_lost, planning
-from rigforge.facts import read_ahead
-from rigforge.facts.read_ahead import not_a_change
+from rigforge import planning
+from rigforge.connection import lost as connection_lost
+from rigforge.reads import read_ahead
+from rigforge.reads.read_ahead import not_a_change
 
 LOCK_DIR = "/var/lib/rigforge"
 LOCK_PATH = f"{LOCK_DIR}/deploy.lock"
@@ -246,9 +247,9 @@ def _deploy_name() -> str:
 def take_deploy_lock() -> None:
     """First operation of every deploy: this host is ours for the run, or it stops here (module docstring).
 
-    Before it, every host's facts are read ahead in one command each (``rigforge/facts/read_ahead.py``),
+    Before it, every host's facts are read ahead in one command each (``rigforge/reads/read_ahead.py``),
     pyinfra's per-operation bookkeeping is made cheap for fleets (``rigforge/planning.py``), and a rig that goes
-    away mid-run becomes one line for that rig (``rigforge/connection_lost.py``).
+    away mid-run becomes one line for that rig (``rigforge/connection/lost.py``).
     """
     from rigforge.context import run_settings
 

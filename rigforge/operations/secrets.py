@@ -27,8 +27,6 @@ from pyinfra.facts.files import File, Sha256File
 
 from rigforge.operations.files import upload_commands
 
-#: The rig's secrets folder (0700 root): the Hugging Face token, the engine's API key.
-SECRETS_DIR = "/etc/rigforge/secrets"
 #: Bytes of randomness in a key made on the rig: 256 bits, written as 64 hex digits.
 KEY_BYTES = 32
 

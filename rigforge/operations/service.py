@@ -19,8 +19,8 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, Sha256File
 
+from rigforge.facts.images import DockerImageId
 from rigforge.facts.service import EngineAnswersHealthy, EngineService, ServiceState
-from rigforge.operations.docker import DockerImageId
 from rigforge.operations.files import managed_file
 
 ABSENT = "absent"

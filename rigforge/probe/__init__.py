@@ -3,6 +3,8 @@
 ``interconnect.py`` is the script that runs on the rig (standard library + the engine's PyTorch);
 ``report`` reads its JSON on the controller, says what failed and formats the numbers.
 ``deploys/preflight.py --data probe=true`` uploads and runs it (roles/preflight.py).
+
+May import: serving, profile.
 """
 
 from pathlib import Path

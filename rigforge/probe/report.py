@@ -33,7 +33,7 @@ def probe_argv(profile: Profile, script: str, python: str | None = None) -> list
     if profile.engine.native is not None or profile.engine.docker is None:
         return ["env", *(f"{key}={value}" for key, value in nccl_env.items()), "python3", script]
     # Inside the engine's own container, with its environment file (NCCL settings, graph XML) and mounts.
-    from rigforge.engines import container_lines
+    from rigforge.serving.engines import container_lines
 
     folder = script.rsplit("/", 1)[0]
     lines = container_lines(profile, name="rigforge-probe", extra_volumes={folder: folder})

@@ -1,6 +1,8 @@
 """Rig profiles: the typed schema (``schema``, its measuring settings in ``measuring``), its value types
 (``types``) and the loader that merges base file, rig file and per-host overrides and names the file and
 field of any bad value (``loader``). ``nccl_layout`` refuses an engine layout the NCCL graph XML breaks.
+
+May import: no other rigforge package (the lowest layer).
 """
 
 from rigforge.profile.measuring import Bench, Floor

@@ -22,9 +22,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE
-from rigforge.engines import ENGINE_ENV_FILE, engine_env_file_variables, launch_argv
 from rigforge.profile import Profile
+from rigforge.serving.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE
+from rigforge.serving.engines import ENGINE_ENV_FILE, engine_env_file_variables, launch_argv
 
 #: What rigforge adds to every engine container it runs, and why: not a recipe's difference.
 FRAME = {

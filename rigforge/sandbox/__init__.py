@@ -3,6 +3,8 @@
 ``hosts`` starts, resets, reboots and removes them; ``state`` is their record (``state.json``), ``docker``
 and ``image`` the container engine and the debootstrap image, ``ssh`` keys and known_hosts, ``model`` the
 sandbox rig's small model. The names below are the ones tests and inventories use.
+
+May import: no other rigforge package (the lowest layer).
 """
 
 from rigforge.sandbox.docker import SandboxError, ensure_docker

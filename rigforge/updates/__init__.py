@@ -2,4 +2,7 @@
 noise-aware verdict (``comparison``; rendered by ``compare_render``; the command line
 ``python -m rigforge.updates.compare``), the update record each host's
 update leaves on the controller (``record``), and the fleet rolled one batch at a time
-(``python -m rigforge.updates.rollout``)."""
+(``python -m rigforge.updates.rollout``).
+
+May import: bench_runs, bench, profile.
+"""

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rigforge.bench_plan import results_root, run_stamp
+from rigforge.bench_runs.plan import results_root, run_stamp
 from rigforge.updates.record import UpdateRecord, records_since
 
 DEPLOY = "deploys/driver_update.py"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 
-from rigforge.bench_plan import RESULTS_DIR_VARIABLE
+from rigforge.bench_runs.plan import RESULTS_DIR_VARIABLE
 from rigforge.operations.lock import RELEASE_NAME
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from pyinfra_run import PyinfraResult, assert_no_changes, changed_ops, run_pyinfra
 
-from rigforge.docker_install import docker_install, docker_row
+from rigforge.checks.docker_install import docker_install, docker_row
 from rigforge.facts.docker import DockerEngine, DockerSetup
 from rigforge.facts.packages import DpkgPackages
 from rigforge.sandbox import SandboxHost, exec_in

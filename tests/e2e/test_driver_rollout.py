@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import pytest
 from pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
-from rigforge.bench_plan import RESULTS_DIR_VARIABLE
+from rigforge.bench_runs.plan import RESULTS_DIR_VARIABLE
 from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma

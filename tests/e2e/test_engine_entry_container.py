@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE, container_key_mounts, keyed_command
 from rigforge.sandbox.docker import docker
+from rigforge.serving.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE, container_key_mounts, keyed_command
 from tests.e2e.conftest import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

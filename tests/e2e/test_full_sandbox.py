@@ -19,7 +19,7 @@ import pytest
 from pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
 from rigforge.bench.chat import leaked_tokens
-from rigforge.bench_plan import HOST_LATEST_NAME, HOST_RESULTS_DIR
+from rigforge.bench_runs.plan import HOST_LATEST_NAME, HOST_RESULTS_DIR
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import exec_in
 from rigforge.sandbox.model import ensure_gemma

@@ -38,11 +38,11 @@ from token_canary import (
     serve_hub_in_host,
 )
 
-from rigforge.api_key import KEY_FILE, SHOW_COMMAND
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.api_key import KEY_FILE, SHOW_COMMAND
 from roles.api_key import KEY_OPERATION
 from roles.weights import HF_TOKEN_FILE
 

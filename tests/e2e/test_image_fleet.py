@@ -22,7 +22,7 @@ import pytest
 from image_builds import import_minimal_image, moving_ref_overrides, push_commit, serve_stand_in_repository
 from pyinfra_run import PyinfraResult, assert_no_changes, run_pyinfra
 
-from rigforge.images import build_plan
+from rigforge.images.plans import build_plan
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from tests.e2e.interrupt import interrupt_when, processes
@@ -134,7 +134,7 @@ def test_a_new_commit_on_the_ref_changes_nothing_and_no_remote_is_asked(fleet: F
     fleet.commit("two")
     dry = assert_no_changes(fleet.inventory, IMAGES_DEPLOY)
     assert "ls-remote" not in dry.stdout + dry.stderr
-    run_pyinfra(fleet.inventory, IMAGES_DEPLOY)  # records the reads a no-op makes (rigforge/facts/read_ahead.py)
+    run_pyinfra(fleet.inventory, IMAGES_DEPLOY)  # records the reads a no-op makes (rigforge/reads/read_ahead.py)
     noop = run_pyinfra(fleet.inventory, IMAGES_DEPLOY, "--debug")
     output = noop.stdout + noop.stderr
     assert "ls-remote" not in output

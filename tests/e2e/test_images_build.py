@@ -23,7 +23,7 @@ import pytest
 from image_builds import JIT_VOLUME, build_overrides, import_minimal_image
 from pyinfra_run import assert_no_changes, changed_ops, run_pyinfra
 
-from rigforge.images import build_plan
+from rigforge.images.plans import build_plan
 from rigforge.operations.lock import LOCK_PATH
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.engines import LLAMA_VENV
 from rigforge.operations.lock import LOCK_PATH
 from rigforge.operations.venv import venv_marker
 from rigforge.operations.weights import UPLOAD_CHUNK_BYTES
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import LLAMA_VENV
 from tests.e2e.conftest import Sandbox
 from tests.e2e.interrupt import health_wait_running, interrupt_when, processes
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.engines import UNIT_NAME
 from rigforge.known_failures import hit_line, known_signatures, match_lines
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import UNIT_NAME
 from tests.e2e.conftest import Sandbox
 from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
 from tests.e2e.serve_helpers import hold_port

@@ -1,5 +1,5 @@
 """Rigs that stop answering in the middle of a run, the ways a real one does, beside one that does not: each lost
-rig is one line, the steady one finishes, the run exits non-zero (rigforge/connection_lost.py, connector.py).
+rig is one line, the steady one finishes, the run exits non-zero (rigforge/connection/lost.py, connector.py).
 
 Real here: three sandbox hosts written with ``rig_host`` as a rig owner writes them (the rigforge connector,
 host-key checking on), a deploy whose one long step runs ``sleep`` on every rig, and two real losses while it
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.connection_lost import lost_line
-from rigforge.connector import KEEPALIVE_S, UNACKNOWLEDGED_LIMIT_S
+from rigforge.connection.connector import KEEPALIVE_S, UNACKNOWLEDGED_LIMIT_S
+from rigforge.connection.lost import lost_line
 from rigforge.sandbox import SandboxHost, exec_in
 from tests.e2e.conftest import Sandbox
 from tests.e2e.interrupt import processes

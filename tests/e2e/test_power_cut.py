@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.connection_lost import lost_line
+from rigforge.connection.lost import lost_line
 from rigforge.facts.apt_transaction import TRANSACTION_RECORD, AptTransactionRecord, RecordedPackage
 from rigforge.facts.dpkg_state import DpkgUnfinished, UnfinishedPackage
 from rigforge.operations.dpkg_repair import reinstall_line, repair_line

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.connection_lost import lost_line
+from rigforge.connection.lost import lost_line
 from rigforge.facts.apt_transaction import AptTransactionRecord
 from rigforge.facts.dpkg_state import DpkgUnfinished
 from rigforge.operations.dpkg_repair import repair_line

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.connection_lost import lost_line
-from rigforge.engines import LLAMA_VENV
+from rigforge.connection.lost import lost_line
 from rigforge.operations.venv import venv_marker
 from rigforge.operations.weights import UPLOAD_CHUNK_BYTES
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import LLAMA_VENV
 from tests.e2e.conftest import Sandbox
 from tests.e2e.interrupt import health_wait_running, processes
 from tests.e2e.power_cut import power_cut, power_on, run_and_cut

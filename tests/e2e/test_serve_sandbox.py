@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.engines import exec_start_lines
 from rigforge.operations.weights import UPLOAD_CHUNK_BYTES
 from rigforge.profile.loader import load_profile
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import exec_start_lines
 from tests.e2e.conftest import Sandbox
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, changed_ops, pyinfra_command, run_pyinfra
 from tests.e2e.serve_helpers import (

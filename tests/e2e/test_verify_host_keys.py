@@ -1,4 +1,5 @@
-"""The verify suite trusts a rig's host key as the deploys do, on a real sandbox host (rigforge/verify_trust.py).
+"""The verify suite trusts a rig's host key as the deploys do, on a real sandbox host
+(rigforge/connection/verify_trust.py).
 
 Real here: a Debian 12 host with systemd and OpenSSH whose host keys are made anew (``ssh-keygen -A``, sshd
 restarted: what a reinstalled rig, or another machine answering at its address, shows), known_hosts files
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.first_contact import changed_key_line, fetch_server_key, unknown_key_line
+from rigforge.connection.first_contact import changed_key_line, fetch_server_key, unknown_key_line
 from rigforge.sandbox import SandboxHost, exec_in
 from tests.e2e.conftest import Sandbox
 from tests.e2e.pyinfra_run import REPO_ROOT

@@ -30,11 +30,11 @@ from pathlib import Path
 
 from pyinfra_run import REPO_ROOT, PyinfraResult, run_pyinfra
 
-from rigforge.api_key import CONTROLLER_VARIABLE, KEY_FILE
-from rigforge.engines import UNIT_NAME
 from rigforge.operations.files import UPLOAD_STAGING_DIR
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.docker import docker
+from rigforge.serving.api_key import CONTROLLER_VARIABLE, KEY_FILE
+from rigforge.serving.engines import UNIT_NAME
 from roles.weights import HF_TOKEN_FILE
 from tests.standins.hf_hub import commit_id
 

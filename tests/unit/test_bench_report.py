@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from rigforge.bench_runs.report import Floor, judge, render_markdown, render_plot
 from rigforge.profile import Floor as ProfileFloor
-from rigforge.report import Floor, judge, render_markdown, render_plot
 from tests.bench_support.captured import capture_text
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rigforge.bench.config import config_from_dict
-from rigforge.bench_plan import (
+from rigforge.bench_runs.plan import (
     EXIT_MARKER,
     REMOTE_PACKAGE_DIR,
     HostRunPaths,
@@ -27,8 +27,8 @@ from rigforge.bench_plan import (
     run_metadata,
     run_stamp,
 )
-from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.profile.loader import load_profile
+from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
 from roles.bench import outcome_line, render_library_file, write_reports
 from tests.bench_support.captured import capture_text
 
@@ -38,6 +38,7 @@ GPU_VERSIONS = RigVersions(
     driver_version="595.45.04",
     cuda_driver_version="13.2",
     gpus=("NVIDIA RTX PRO 6000 Blackwell Server Edition",) * 2,
+    image=image_ref(load_profile("2x-pix")),  # as the bench role reads it: the content-hashed tag it built
     image_id="sha256:" + "ab" * 32,
     image_git_refs={"SGLANG_REF": {"repository": "https://github.com/voipmonitor/sglang.git", "ref": "blackwell-cu130",
                                    "commit": "cd" * 20}},
@@ -214,7 +215,7 @@ def test_run_names_and_controller_paths_are_predictable() -> None:
 
 
 def test_reports_from_a_real_result(result: dict[str, Any], tmp_path: Path) -> None:
-    from rigforge.report import judge
+    from rigforge.bench_runs.report import judge
 
     profile = load_profile("sandbox", {"bench": {"input_tokens": [48], "concurrency": [1, 2],
                                                  "floors": [{"concurrency": 1, "input_tokens": 48,
@@ -233,7 +234,7 @@ def test_reports_from_a_real_result(result: dict[str, Any], tmp_path: Path) -> N
 
 
 def test_outcome_line_names_failed_checks_and_floors(result: dict[str, Any]) -> None:
-    from rigforge.report import Floor, judge
+    from rigforge.bench_runs.report import Floor, judge
 
     result["failed_checks"] = ["probe_capital", "C=1,in=48:garbage"]
     verdict = judge(result, [Floor(concurrency=2, input_tokens=48, min_output_tps=1000.0)])

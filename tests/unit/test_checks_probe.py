@@ -119,7 +119,7 @@ def test_how_the_probe_is_started() -> None:
 
 
 def test_container_engines_run_the_probe_in_their_image() -> None:
-    pytest.importorskip("rigforge.engines")
+    pytest.importorskip("rigforge.serving.engines")
     pulled = with_profile(profile("2x-pix"), engine={"build": None, "image": "lmsysorg/sglang:v0.5.9-cu130"})
     argv = probe_argv(pulled, "/tmp/rigforge-probe.X/interconnect.py")
     assert argv[1:5] == ["run", "--rm", "--name", "rigforge-probe"]

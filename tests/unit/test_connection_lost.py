@@ -1,4 +1,4 @@
-"""A rig that goes away mid-run (rigforge/connection_lost.py), through pyinfra's own operation runner.
+"""A rig that goes away mid-run (rigforge/connection/lost.py), through pyinfra's own operation runner.
 
 Here the rig is ``@local`` and what goes away is simulated, a FIXTURE made only to exercise the machinery: an
 operation whose Python callback, or whose body, meets ``RigWentAway`` as the watched SSH connector raises it.
@@ -25,8 +25,8 @@ from pyinfra.api.operations import run_ops
 from pyinfra.api.state import StateStage
 from pyinfra.connectors.util import CommandOutput
 
-from rigforge import connection_lost
-from rigforge.connection_lost import RigWentAway, lost_line, transport_alive, watched
+from rigforge.connection import lost as connection_lost
+from rigforge.connection.lost import RigWentAway, lost_line, transport_alive, watched
 
 
 def test_the_line_says_what_was_under_way_how_long_and_what_to_do() -> None:

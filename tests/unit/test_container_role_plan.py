@@ -16,7 +16,7 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-from rigforge.docker_install import docker_install
+from rigforge.checks.docker_install import docker_install
 from rigforge.facts.docker import DockerOwnerSetup, EngineState
 from rigforge.facts.dpkg_state import DpkgState
 from rigforge.facts.packages import InstalledPackage

@@ -1,4 +1,4 @@
-"""Which Docker a rig has, and the table row saying what rigforge does with it (rigforge/docker_install.py).
+"""Which Docker a rig has, and the table row saying what rigforge does with it (rigforge/checks/docker_install.py).
 
 The ``DockerSetup`` parser runs on real captures (tests/fixtures/docker/README.md says where each came from);
 the decisions are pure functions over dpkg's installed packages and the parsed facts.
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.docker_install import DockerInstall, docker_install, docker_row, replacing_would_block
+from rigforge.checks.docker_install import DockerInstall, docker_install, docker_row, replacing_would_block
 from rigforge.facts.docker import DockerEngine, DockerOwnerSetup, DockerSetup, EngineState, parse_owner_setup
 from rigforge.facts.packages import InstalledPackage
 

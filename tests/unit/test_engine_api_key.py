@@ -1,4 +1,5 @@
-"""The engine's API key in the profile and in what rigforge renders (rigforge/api_key.py, rigforge/profile/access.py).
+"""The engine's API key in the profile and in what rigforge renders (rigforge/serving/api_key.py,
+rigforge/profile/access.py).
 
 The three GPU profiles serve on 0.0.0.0, so their engines need the key: their rendered units and env files
 must hand it to the engine through the root-only key file, never through argv (``ps`` shows it to every user)
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.api_key import (
+from rigforge.bench_runs.plan import bench_config
+from rigforge.profile.loader import ProfileError, load_profile
+from rigforge.remote import llama_launcher
+from rigforge.serving.api_key import (
     CONTAINER_ENTRY,
     CONTAINER_KEY_FILE,
     CONTROLLER_VARIABLE,
@@ -21,10 +25,7 @@ from rigforge.api_key import (
     bearer_header_command,
     needs_api_key,
 )
-from rigforge.bench_plan import bench_config
-from rigforge.engines import LAUNCHER_PATH, REMOTE_LIB_DIR, EngineConfigError, launch_argv, launch_command
-from rigforge.profile.loader import ProfileError, load_profile
-from rigforge.remote import llama_launcher
+from rigforge.serving.engines import LAUNCHER_PATH, REMOTE_LIB_DIR, EngineConfigError, launch_argv, launch_command
 from roles.nccl import ENGINE_ENV_FILE, render_nccl_files
 from roles.service import render_unit
 

@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from rigforge.engines import (
+from rigforge.profile.loader import ProfileError, load_profile
+from rigforge.remote import llama_launcher
+from rigforge.serving.engines import (
     CONTAINER_NAME,
     ENGINE_ENV_FILE,
     LAUNCHER_PATH,
@@ -21,8 +23,6 @@ from rigforge.engines import (
     launch_command,
     systemd_quote,
 )
-from rigforge.profile.loader import ProfileError, load_profile
-from rigforge.remote import llama_launcher
 
 GGUF = "/srv/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf"
 

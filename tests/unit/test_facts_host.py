@@ -19,7 +19,7 @@ from rigforge.facts.host import (
     parse_iommu_state,
     requested_iommu_mode,
 )
-from rigforge.facts.parsing import parse_cpu_list
+from rigforge.reads.parsing import parse_cpu_list
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 CAPTURES = sorted(path for path in FIXTURES.iterdir() if (path / "manifest.tsv").exists())

@@ -11,8 +11,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from rigforge.connector import RigSSHConnector, connector_host_name
-from rigforge.first_contact import (
+from rigforge.connection.connector import RigSSHConnector, connector_host_name
+from rigforge.connection.first_contact import (
     changed_key_line,
     host_key_problem,
     host_key_verdict,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rigforge.facts.images import GitRemoteRefs
-from rigforge.git_refs import (
+from rigforge.images.git_refs import (
     NO_GIT,
     GitRef,
     LsRemote,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rigforge.images import IMAGE_CONTENTS_SOURCE
+from rigforge.images.plans import IMAGE_CONTENTS_SOURCE
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,9 +1,9 @@
 """Resolved image builds: the tag hashes commits, not ref names; one resolution per run for the fleet.
 
-The build plans are the real profiles' (rigforge/images.py). The fleet's decisions (rigforge/image_fleet.py) are
-taken through pyinfra's own State and Inventory with three rigs whose facts are given (FIXTURE: the hosts are
-never connected; each rig's record, image and ``git ls-remote`` answer are set per test, and every ls-remote
-read is counted).
+The build plans are the real profiles' (rigforge/images/plans.py). The fleet's decisions
+(rigforge/fleet/image_commits.py) are taken through pyinfra's own State and Inventory with three rigs whose facts are
+given (FIXTURE: the hosts are never connected; each rig's record, image and ``git ls-remote`` answer are set per test,
+and every ls-remote read is counted).
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.host import Host
 
-from rigforge.engines import image_commits, image_ref
-from rigforge.facts.images import GitRemoteRefs, ImageRecord, ImageRecordFile, parse_image_record
-from rigforge.git_refs import LsRemote
-from rigforge.image_fleet import Resolution, record_document, resolve_for_host
-from rigforge.images import ImagePlanError, build_plan
-from rigforge.operations.docker import DockerImageId
+from rigforge.facts.images import DockerImageId, GitRemoteRefs, ImageRecord, ImageRecordFile, parse_image_record
+from rigforge.fleet.image_commits import Resolution, record_document, resolve_for_host
+from rigforge.images.git_refs import LsRemote
+from rigforge.images.plans import ImagePlanError, build_plan
 from rigforge.profile.loader import load_profile
 from rigforge.render import render
+from rigforge.serving.engines import image_commits, image_ref
 
 OLD, NEW, OTHER = "1" * 40, "2" * 40, "3" * 40
 SGLANG = "https://github.com/voipmonitor/sglang.git"

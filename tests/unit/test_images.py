@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.images import (
+from rigforge.images.plans import (
     REPOSITORY,
     ImagePlanError,
     build_plan,

@@ -20,8 +20,9 @@ from pyinfra.api.state import StateStage
 from pyinfra.facts.files import File, FindInFile, Sha256File
 from pyinfra.facts.server import Command, Hostname, Which
 
-from rigforge.facts import read_ahead
-from rigforge.facts.combined import (
+from rigforge.facts.packages import DpkgPackages
+from rigforge.reads import read_ahead
+from rigforge.reads.combined import (
     MISSING_COMMAND_MARKER,
     CombinedReadError,
     FactRead,
@@ -29,7 +30,6 @@ from rigforge.facts.combined import (
     section_value,
     split_sections,
 )
-from rigforge.facts.packages import DpkgPackages
 
 MARKER = "@@rigforge-read-test"
 TWO = [FactRead.of(File, path="/etc/hostname"), FactRead.of(Hostname)]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from rigforge.engines import engine_env_file_variables
 from rigforge.profile.loader import ProfileError, load_profile
+from rigforge.serving.engines import engine_env_file_variables
 from tests.support_engines import RIG_PROFILES, engine_launch
 
 

@@ -156,5 +156,5 @@ def test_acs_script_clears_what_the_acs_fact_reports(tmp_path: Path) -> None:
 
 
 def test_engine_env_path_is_the_one_the_service_reads() -> None:
-    engines = pytest.importorskip("rigforge.engines")
+    engines = pytest.importorskip("rigforge.serving.engines")
     assert engines.ENGINE_ENV_FILE == nccl.ENGINE_ENV_FILE

@@ -12,10 +12,10 @@ import shlex
 
 import pytest
 
-from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE
-from rigforge.engines import launch_argv
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
+from rigforge.serving.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE
+from rigforge.serving.engines import launch_argv
 
 SEEDS = {
     # rig-facts §2.4 (INFERRED there from the documented knobs + the 397B b12x recipe)
@@ -66,7 +66,8 @@ MODEL_FLAGS = ("--model", "--model-path")
 #: pull at start, the nccl role's env file, and the pre-downloaded weights (plus the graph XML) read-only.
 ADDED_DOCKER_FLAGS = {"--rm", "--name", "--pull", "--env-file", "--mount"}
 #: The engine's API key (the seeds serve 0.0.0.0 without one): the key file and the entry that hands it to the
-#: engine's module are mounted read-only (``--mount``), and the module runs through the entry (rigforge/api_key.py).
+#: engine's module are mounted read-only (``--mount``), and the module runs through the entry
+#: (rigforge/serving/api_key.py).
 KEY_ENTRY = [CONTAINER_ENTRY, "--api-key-file", CONTAINER_KEY_FILE]
 
 

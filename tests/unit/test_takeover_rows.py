@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from rigforge.checks.docker_install import DockerRow
 from rigforge.checks.driver_takeover import NVIDIA_REPO, RUNFILE, UNEXPLAINED, package_source
 from rigforge.checks.takeover import (
     InstalledFacts,
@@ -19,7 +20,6 @@ from rigforge.checks.takeover import (
     takeover_lines,
     takeover_rows,
 )
-from rigforge.docker_install import DockerRow
 from rigforge.facts.driver import parse_driver_version
 from rigforge.facts.holders import NO_HOLDERS, Holder, Holders, LockHolder, parse_compute_apps, parse_listeners
 from rigforge.facts.installed import (

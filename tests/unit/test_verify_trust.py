@@ -1,4 +1,4 @@
-"""How the verify suite decides whether to trust a rig's host key (rigforge/verify_trust.py): the SSH config
+"""How the verify suite decides whether to trust a rig's host key (rigforge/connection/verify_trust.py): the SSH config
 resolved as testinfra's paramiko backend reads it, and an open session's key judged against known_hosts with
 real keys (made here with paramiko). The whole path, on a sandbox host whose key changed:
 tests/e2e/test_verify_host_keys.py."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import paramiko
 
-from rigforge.first_contact import changed_key_line, unknown_key_line
-from rigforge.verify_trust import SshTarget, session_key_refusal, ssh_target
+from rigforge.connection.first_contact import changed_key_line, unknown_key_line
+from rigforge.connection.verify_trust import SshTarget, session_key_refusal, ssh_target
 
 CONFIG = """Host rig2x-a
   HostName 192.0.2.10

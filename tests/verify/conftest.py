@@ -8,8 +8,9 @@ The profile is the one the rig records in /etc/rigforge/profile.json, with the e
 laid over it; ``--profile NAME`` names it explicitly instead (loaded from this checkout's inventory/profiles, with
 the recorded recipe when the profile has it).
 
-Host keys are trusted as the deploys trust them (rigforge/verify_trust.py): before any test, each paramiko host's
-key must be the one its known_hosts lists, or the suite stops with the deploys' one line and runs nothing there.
+Host keys are trusted as the deploys trust them (rigforge/connection/verify_trust.py): before any test, each paramiko
+host's key must be the one its known_hosts lists, or the suite stops with the deploys' one line and runs nothing
+there.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ import pytest
 from testinfra.backend import get_backends
 from testinfra.backend.paramiko import ParamikoBackend
 
+from rigforge.connection.verify_trust import checked_client, host_key_refusal
 from rigforge.facts.images import ImageRecord, parse_image_record
-from rigforge.images import build_plan
+from rigforge.images.plans import build_plan
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
-from rigforge.verify_trust import checked_client, host_key_refusal
 
 RECORD = "/etc/rigforge/profile.json"
 

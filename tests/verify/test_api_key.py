@@ -1,4 +1,4 @@
-"""What ``engine.auth`` promises on a rig whose engine needs its API key (rigforge/api_key.py): the key only in
+"""What ``engine.auth`` promises on a rig whose engine needs its API key (rigforge/serving/api_key.py): the key only in
 its root-only file, in no command line, environment or unit file, and a request without it or with a wrong
 one refused (401) while one with it is served.
 
@@ -13,10 +13,10 @@ import secrets
 
 import pytest
 
-from rigforge.api_key import KEY_FILE, SECRETS_DIR, bearer_header_command, needs_api_key
-from rigforge.bench_plan import bench_base_url
-from rigforge.engines import ENGINE_ENV_FILE
+from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
+from rigforge.serving.api_key import KEY_FILE, SECRETS_DIR, bearer_header_command, needs_api_key
+from rigforge.serving.engines import ENGINE_ENV_FILE
 from roles.service import UNIT_PATH
 
 COMPLETION = {"prompt": "Q: What is the capital of France?\nA:", "max_tokens": 2, "temperature": 0}

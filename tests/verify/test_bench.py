@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from rigforge.bench_plan import HOST_LATEST_NAME, HOST_RESULTS_DIR, REMOTE_LIB_DIR, library_files
+from rigforge.bench_runs.plan import HOST_LATEST_NAME, HOST_RESULTS_DIR, REMOTE_LIB_DIR, library_files
+from rigforge.bench_runs.report import judge
 from rigforge.profile import Profile
-from rigforge.report import judge
 from roles.bench import render_library_file
 
 

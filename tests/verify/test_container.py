@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from rigforge.engines import CONTAINER_NAME
 from rigforge.facts.docker import configured_runtimes
 from rigforge.facts.images import ImageRecord
-from rigforge.images import build_plan, image_ref
+from rigforge.images.plans import build_plan, image_ref
 from rigforge.operations.docker import JIT_OWNER_FILE
 from rigforge.profile import Profile
+from rigforge.serving.engines import CONTAINER_NAME
 
 
 @pytest.fixture()

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 
-from rigforge.api_key import bearer_header_command, needs_api_key
 from rigforge.bench import chat
 from rigforge.bench.client import build_payload
 from rigforge.bench.config import CellKind, config_from_dict
 from rigforge.bench.stream import build_record
 from rigforge.bench.transport import RawStream
-from rigforge.bench_plan import bench_config, reasoning_parser
-from rigforge.engines import UNIT_NAME, health_url, image_commits
+from rigforge.bench_runs.plan import bench_config, reasoning_parser
 from rigforge.facts.images import ImageRecord
 from rigforge.facts.service import EngineService, parse_service_state
 from rigforge.profile import Profile
+from rigforge.serving.api_key import bearer_header_command, needs_api_key
+from rigforge.serving.engines import UNIT_NAME, health_url, image_commits
 from roles.service import DROPIN_PATH, UNIT_PATH, render_unit
 
 
@@ -41,7 +41,7 @@ def test_service_enabled_running_with_its_current_inputs(host) -> None:
 def test_health_and_served_model(host, profile: Profile) -> None:
     assert host.run(f"curl -fsS -o /dev/null --max-time 10 {health_url(profile)}").rc == 0
     models_url = health_url(profile).removesuffix("/health") + "/v1/models"
-    # With a key, it goes from the rig's key file through a pipe: never on a command line (rigforge/api_key.py).
+    # With a key, it goes from the rig's key file through a pipe: never on a command line (rigforge/serving/api_key.py).
     key = f"{bearer_header_command()} | " if needs_api_key(profile) else ": | "
     models = json.loads(host.check_output(f"{key}curl -fsS --max-time 10 -H @- {models_url}"))
     assert profile.engine.served_model_name in [model["id"] for model in models["data"]]

@@ -3,7 +3,7 @@
 testinfra's paramiko backend (pytest-testinfra 10.2.2, ``backend/paramiko.py``) loads no known_hosts and
 accepts any host key with a warning (``WarningPolicy``): ``pytest --hosts=paramiko://rig2x-a tests/verify``
 would verify whatever answers at that address. Here, before any test runs, each paramiko host's key is
-checked the way ``rigforge.first_contact`` checks a rig before a deploy (a bare key exchange: nothing is
+checked the way ``rigforge.connection.first_contact`` checks a rig before a deploy (a bare key exchange: nothing is
 authenticated or run) against the known_hosts its SSH config names (``UserKnownHostsFile``, else
 ``~/.ssh/known_hosts``); an unknown or changed key stops the suite with the deploys' own line for that host.
 The connection testinfra then opens is checked again, before any command, against the same file: a key that
@@ -25,7 +25,7 @@ from typing import Any
 
 import paramiko
 
-from rigforge.first_contact import (
+from rigforge.connection.first_contact import (
     DEFAULT_KNOWN_HOSTS,
     changed_key_line,
     host_key_problem,

@@ -42,8 +42,8 @@ from pyinfra.api.state import State
 from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.util import make_unix_command_for_host
 
-from rigforge.facts.read_ahead import not_a_change
-from rigforge.image_fleet import fleet_hosts
+from rigforge.fleet.image_commits import fleet_hosts
+from rigforge.reads.read_ahead import not_a_change
 
 CHUNK = 1 << 20
 #: Connector arguments that say how to run a command, not how to write its command line.

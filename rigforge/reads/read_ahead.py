@@ -5,7 +5,7 @@ with about fifty of them, one round trip each. Read-ahead makes that about one:
 
 1. ``read_ahead(deploy)`` (called by ``take_deploy_lock``, the first call of every deploy) reads, for
    every active host at once, the reads the previous run of this deploy made on that host, as one
-   combined command (``rigforge/facts/combined.py``: one section per fact, parsed by the fact's own
+   combined command (``rigforge/reads/combined.py``: one section per fact, parsed by the fact's own
    parser, so every parser stays the one tested on real outputs).
 2. While nothing but reads has reached the host, ``host.get_fact`` answers from those values. The
    first command that may change it (an operation's command, an upload; taking the deploy lock
@@ -44,7 +44,7 @@ from pyinfra.connectors.docker import DockerConnector
 from pyinfra.connectors.local import LocalConnector
 from pyinfra.connectors.ssh import SSHConnector
 
-from rigforge.facts.combined import (
+from rigforge.reads.combined import (
     CombinedReadError,
     FactRead,
     combined_command,

@@ -3,7 +3,7 @@
 A real rig meets a new controller with a missing key file, a host key not yet in known_hosts, a host key
 that changed (a reinstalled rig, or someone in the middle) or silence. Each is found here before paramiko
 authenticates, so pyinfra reports it as one line for that host and carries on with the others
-(``rigforge.connector`` raises it as pyinfra's ConnectError).
+(``rigforge.connection.connector`` raises it as pyinfra's ConnectError).
 
 The host-key check is a bare SSH key exchange: it reads only the server's public host key (no
 authentication, no command) and compares it with known_hosts the way paramiko's own client does.
@@ -25,7 +25,7 @@ from pathlib import Path
 import paramiko
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
-_QUIET_LOG = "rigforge.first_contact.handshake"
+_QUIET_LOG = "rigforge.connection.first_contact.handshake"
 logging.getLogger(_QUIET_LOG).addHandler(logging.NullHandler())
 logging.getLogger(_QUIET_LOG).propagate = False
 

@@ -2,7 +2,7 @@
 
 ``rig_host`` names each rig ``@rigforge/NAME``; pyinfra finds this connector through the
 ``pyinfra.connectors`` entry point and keeps ``NAME`` as the host's name. Before paramiko logs in, the key
-file and the rig's host key are checked (``rigforge.first_contact``); a problem becomes pyinfra's
+file and the rig's host key are checked (``rigforge.connection.first_contact``); a problem becomes pyinfra's
 ConnectError, which pyinfra prints as one line for that host (``[NAME] ...``), drops that host from the run,
 carries on with the others and exits non-zero at the end. Once the checks pass, connecting, sudo and file
 transfer are pyinfra's own SSH connector, with two additions for a rig that goes away mid-run:
@@ -10,7 +10,7 @@ transfer are pyinfra's own SSH connector, with two additions for a rig that goes
 - the connection is kept under watch (``keep_watch``): an SSH keepalive every 15 s, and the kernel gives up on
   the TCP connection once sent data has gone unacknowledged for 60 s, so a rig whose network drops silently (no
   FIN, no RST: a cable, a switch, a laptop's Wi-Fi) is found lost within about a minute instead of never;
-- a lost connection is one line for that rig (``rigforge.connection_lost``, which watches every SSH host of a
+- a lost connection is one line for that rig (``rigforge.connection.lost``, which watches every SSH host of a
   deploy, this connector's and the sandbox's).
 
 Example inventory entry (what ``rig_host`` returns)::
@@ -29,7 +29,7 @@ from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.sshuserclient.client import SSHClient, get_ssh_config
 
-from rigforge.first_contact import host_key_problem, key_file_problem
+from rigforge.connection.first_contact import host_key_problem, key_file_problem
 
 #: The connector's name in inventories (``@rigforge/NAME``) and in the entry point group.
 CONNECTOR_NAME = "rigforge"

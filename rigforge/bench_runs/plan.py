@@ -25,15 +25,15 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rigforge.api_key import KEY_FILE, needs_api_key
 from rigforge.bench.__main__ import EXIT_CHECKS_FAILED, EXIT_OK
 from rigforge.bench.config import config_from_dict
-from rigforge.engines import REMOTE_LIB_DIR, image_ref
 from rigforge.profile import Profile
 from rigforge.profile.loader import profile_hash
+from rigforge.serving.api_key import KEY_FILE, needs_api_key
+from rigforge.serving.engines import REMOTE_LIB_DIR
 
 #: The package root on the controller, whose ``__init__.py`` and ``bench/`` are uploaded.
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REMOTE_PACKAGE_DIR = f"{REMOTE_LIB_DIR}/rigforge"
 HOST_RESULTS_DIR = "/var/lib/rigforge/bench"
 HOST_LATEST_NAME = "latest.json"
@@ -54,6 +54,8 @@ class RigVersions:
     + driver_version / cuda_driver_version: as nvidia-smi reports them
     + kernel: the running kernel release (``uname -r``), the one the NVIDIA module was loaded into
     + gpus: product names, one per GPU
+    + image: the image the engine runs (container engines): ``engine.image``, or the tag rigforge built, named
+      from the commits the rig's record gives its git refs (the bench role reads it, as the service's unit does)
     + image_id: the local ID of the engine image (container engines)
     + image_git_refs: the git refs the image was built from: build arg -> repository, ref as named, commit
     + weights_revision / weights_origin: from the weights manifest the weights role wrote
@@ -64,6 +66,7 @@ class RigVersions:
     cuda_driver_version: str | None = None
     kernel: str | None = None
     gpus: tuple[str, ...] = ()
+    image: str | None = None
     image_id: str | None = None
     image_git_refs: dict[str, dict[str, str | None]] = field(default_factory=dict)
     weights_revision: str | None = None
@@ -119,7 +122,7 @@ def engine_metadata(profile: Profile, versions: RigVersions) -> dict[str, Any]:
     if engine.native is not None:
         described["engine_package"] = engine.native.package
     else:
-        described["image"] = image_ref(profile)
+        described["image"] = versions.image
         described["image_id"] = versions.image_id
         if profile.engine.build is not None:
             described["image_git_refs"] = versions.image_git_refs

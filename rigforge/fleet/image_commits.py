@@ -33,11 +33,11 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.context import ctx_host
 
-from rigforge.facts.images import GitRemoteRefs, ImageRecord, ImageRecordFile
-from rigforge.git_refs import LsRemote, UnresolvedRef, ls_remote_here, resolve
-from rigforge.images import BuildPlan, build_plan
-from rigforge.operations.docker import DockerImageId
+from rigforge.facts.images import DockerImageId, GitRemoteRefs, ImageRecord, ImageRecordFile
+from rigforge.images.git_refs import LsRemote, UnresolvedRef, ls_remote_here, resolve
+from rigforge.images.plans import BuildPlan, build_plan
 from rigforge.profile import Profile
+from rigforge.serving.engines import read_rig_commits_with
 
 
 @dataclass(frozen=True)
@@ -218,3 +218,8 @@ def rig_git_refs(host: Host, profile: Profile) -> dict[str, dict[str, str | None
     """The git refs of the image ``profile`` names on ``host``: build arg -> repository, ref as named, commit."""
     plan = build_plan(profile, rig_commits(host, profile))
     return {ref.arg: ref.record() for ref in plan.git_refs} if plan else {}
+
+
+# The unit and everything else that names a built image (rigforge.serving.engines.image_ref) asks this module
+# for a rig's commits; serving sits below the facts this reads, so it is handed the reader instead.
+read_rig_commits_with(rig_commits)

@@ -7,8 +7,8 @@ input gives a new tag, so the image is rebuilt; unchanged inputs give the same t
 there, so nothing is built. ``docker build``'s own check is by tag only (provisioning.md §A5).
 
 A git ref in the build args (the template's ``git_sources`` say which args are refs) enters the hash as the
-commit it resolved to (rigforge/image_fleet.py), never as its name: one tag, one code. The *request* hash, the same
-sum over the refs as named, keys the rig's record of their commits (/var/lib/rigforge/images/records/).
+commit it resolved to (rigforge/fleet/image_commits.py), never as its name: one tag, one code. The *request*
+hash, the same sum over the refs as named, keys the rig's record of their commits (/var/lib/rigforge/images/records/).
 
 Example::
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import jinja2
 
-from rigforge.git_refs import GitRef, GitSource, is_commit
+from rigforge.images.git_refs import GitRef, GitSource, is_commit
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.render import TEMPLATES_DIR, header_text, render_with_exports
@@ -46,13 +46,13 @@ IMAGE_CONTENTS_PATH = "/etc/rigforge/image.json"
 TAG_REPOSITORY = "rigforge"
 HASH_LENGTH = 16
 #: The patch applier copied into the build context; it runs there with the image's python3.
-APPLY_PATCH_SOURCE = Path(__file__).resolve().parent / "remote" / "apply_patch.py"
+APPLY_PATCH_SOURCE = Path(__file__).resolve().parents[1] / "remote" / "apply_patch.py"
 #: The script that writes the image's contents file, copied into every build context.
-IMAGE_CONTENTS_SOURCE = Path(__file__).resolve().parent / "remote" / "image_contents.py"
+IMAGE_CONTENTS_SOURCE = Path(__file__).resolve().parents[1] / "remote" / "image_contents.py"
 #: The downloader run on the rig to fetch patches into the build context.
-FETCH_SOURCE = Path(__file__).resolve().parent / "remote" / "fetch.py"
+FETCH_SOURCE = Path(__file__).resolve().parents[1] / "remote" / "fetch.py"
 #: The repository root: profile patches with ``path`` name files under its patches/ folder.
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 #: The K=64 compile check (patches/check/), copied into the context when a patch asks for it.
 CHECK_SOURCES = tuple(REPOSITORY / "patches" / "check" / name for name in ("k64_check.py", "k64_collective.cu"))
 

@@ -12,16 +12,22 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from rigforge.api_key import KeyedCommandError, container_key_mounts, keyed_command, launcher_key_flag, needs_api_key
 from rigforge.profile import Profile
 from rigforge.profile.recipes import RIGFORGE_FLAGS
 from rigforge.remote.llama_launcher import LAUNCHER_FLAGS
 from rigforge.render import flag_value
+from rigforge.serving.api_key import (
+    KeyedCommandError,
+    container_key_mounts,
+    keyed_command,
+    launcher_key_flag,
+    needs_api_key,
+)
 
 UNIT_NAME = "rigforge-engine.service"
 CONTAINER_NAME = "rigforge-engine"
@@ -86,8 +92,8 @@ def image_ref(profile: Profile) -> str | None:
     """The image the service runs (None for a native engine).
 
     ``engine.image`` as named, or the content-hashed tag the images role builds ``engine.build`` under
-    (``rigforge.images.image_ref``): a changed build gives a new tag, so the unit changes with it. A build's git
-    refs enter that tag as the commits they resolved to on the rig being deployed (``rigforge.image_fleet``:
+    (``rigforge.images.plans.image_ref``): a changed build gives a new tag, so the unit changes with it. A build's git
+    refs enter that tag as the commits they resolved to on the rig being deployed (``rigforge.fleet.image_commits``:
     this run's decision for the rig, else its record), or as ``image_commits`` gives them; with neither (a unit
     rendered here) the refs stay as the profile names them.
     """
@@ -95,18 +101,30 @@ def image_ref(profile: Profile) -> str | None:
         return None
     from pyinfra.context import ctx_host
 
-    from rigforge.images import image_ref as container_image  # the build plan renders Dockerfile templates
+    from rigforge.images.plans import image_ref as container_image  # the build plan renders Dockerfile templates
 
     if profile.engine.build is None:
         return container_image(profile)
     if _GIVEN_COMMITS.get() is not None or not ctx_host.isset():
         return container_image(profile, _GIVEN_COMMITS.get())
-    from rigforge.image_fleet import rig_commits  # reads the rig's record (a fact)
-
-    return container_image(profile, rig_commits(ctx_host.get(), profile))
+    if _RIG_COMMITS is None:
+        raise RuntimeError("image_ref in a deploy needs the rig's commits: import rigforge.fleet.image_commits "
+                           "(rigforge.context does) before naming a built image")
+    return container_image(profile, _RIG_COMMITS(ctx_host.get(), profile))
 
 
 _GIVEN_COMMITS: ContextVar[Mapping[str, str] | None] = ContextVar("rigforge_image_commits", default=None)
+#: How ``image_ref`` learns in a deploy which commits the rig's image is built from (host, profile -> commits).
+#: rigforge.fleet.image_commits answers it from facts (this run's decision, else the rig's record) and sits
+#: above this module, so it hands its reader down (``read_rig_commits_with``) instead of being imported here.
+_RIG_COMMITS: Callable[[Any, Profile], Mapping[str, str]] | None = None
+
+
+def read_rig_commits_with(reader: Callable[[Any, Profile], Mapping[str, str]]) -> None:
+    """Let ``image_ref`` ask ``reader(host, profile)`` for a rig's commits during a deploy (set once, by
+    rigforge.fleet.image_commits when it is imported)."""
+    global _RIG_COMMITS
+    _RIG_COMMITS = reader
 
 
 @contextmanager
@@ -240,7 +258,7 @@ def container_lines(profile: Profile, name: str = CONTAINER_NAME,
 def docker_lines(profile: Profile) -> list[Line]:
     """The engine's container: ``docker run`` flags, the image, the engine command and its flags.
 
-    With an API key (rigforge/api_key.py) the key file and the entry script are mounted read-only, and the
+    With an API key (rigforge/serving/api_key.py) the key file and the entry script are mounted read-only, and the
     entry runs the engine's module with the key.
     """
     keyed = needs_api_key(profile)

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import shlex
 
-from rigforge.operations.secrets import SECRETS_DIR
 from rigforge.profile import Profile
 from rigforge.profile.access import key_required
 
+#: The rig's secrets folder (0700 root): the engine's API key, and beside it the Hugging Face token
+#: (roles/weights.py); rigforge/operations/secrets.py writes into it.
+SECRETS_DIR = "/etc/rigforge/secrets"
 #: The key, alone on one line; written by rigforge (roles/api_key.py) from the controller or made on the rig.
 KEY_FILE = f"{SECRETS_DIR}/engine-api-key"
 #: Where the engine's container sees the key file (read-only) and rigforge's entry script.
