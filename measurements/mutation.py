@@ -85,7 +85,10 @@ def load_groups(path: Path = TARGETS) -> list[Group]:
 
 def load_equivalents(path: Path = EQUIVALENT) -> dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], str]:
     """(module, function, removed lines, added lines) → why no test can tell that mutant from the original."""
-    entries = yaml.safe_load(path.read_text()) or [] if path.exists() else []
+    entries = (yaml.safe_load(path.read_text()) or []) if path.exists() else []
+    unexplained = [entry for entry in entries if str(entry.get("reason", "...")).strip() in ("", "...")]
+    if unexplained:
+        sys.exit(f"{path.relative_to(ROOT)}: an equivalent mutant needs its reason: {unexplained[0]}")
     return {(e["module"], e["function"], tuple(_squash(line) for line in e["removed"]),
              tuple(_squash(line) for line in e["added"])): e["reason"] for e in entries}
 

@@ -52,6 +52,8 @@ def test_a_reason_is_refused_where_it_would_not_be_read(mode: str) -> None:
 
 
 def test_the_key_is_never_an_engine_flag() -> None:
-    with pytest.raises(ProfileError, match="--api-key must not be an engine flag"):
+    with pytest.raises(ProfileError) as refused:
         load_profile("sandbox", {"engine": {"flags": {"--api-key": "x"}}})
+    assert ("--api-key must not be an engine flag (ps shows every process's command line): engine.auth hands the "
+            "engine its key from the rig's secrets folder") in str(refused.value)
     assert "--api-keys" in load_profile("sandbox", {"engine": {"flags": {"--api-keys": "x"}}}).engine.flags

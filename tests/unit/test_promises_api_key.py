@@ -8,6 +8,7 @@ without GPUs) that, as they do, echoes the arguments it parsed to stdout, stderr
 from __future__ import annotations
 
 import io
+import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -15,20 +16,24 @@ from pathlib import Path
 
 import pytest
 
+from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE, KeyedCommandError, keyed_command
 from rigforge.remote import engine_entry
 
 KEY = "k3y-in-process-9d1e7a"
 
 #: Prints and logs the key it was given, as vLLM ("non-default args") and SGLang (``server_args=``) do.
+#: Like them it starts only as ``__main__``, and its spawned workers find it as ``sys.modules["__main__"]``.
 ECHOING_ENGINE = '''
-import logging, sys
-key = sys.argv[sys.argv.index("--api-key") + 1]
-print(f"server_args=ServerArgs(api_key='{key}')")
-print(f"non-default args: {{'api_key': '{key}'}}", file=sys.stderr)
-sys.stdout.writelines([f"argv {key}\\n", "second line\\n"])
-logging.getLogger("standin.engine").warning("args: %s", {"api_key": key})
-with open(sys.argv[sys.argv.index("--report") + 1], "w") as report:
-    report.write(key)
+import json, logging, sys
+if __name__ == "__main__":
+    key = sys.argv[sys.argv.index("--api-key") + 1]
+    print(f"server_args=ServerArgs(api_key='{key}')")
+    print(f"non-default args: {{'api_key': '{key}'}}", file=sys.stderr)
+    sys.stdout.writelines([f"argv {key}\\n", "second line\\n"])
+    logging.getLogger("standin.engine").warning("args: %s", {"api_key": key})
+    with open(sys.argv[sys.argv.index("--report") + 1], "w") as report:
+        json.dump({"key": key, "argv": sys.argv, "main_file": sys.modules["__main__"].__file__,
+                   "file": __file__}, report)
 '''
 
 
@@ -60,7 +65,10 @@ def test_the_engine_gets_the_key_and_its_stdout_stderr_and_log_records_show_only
         assert run(engine) == 0
     finally:
         logging.getLogger("standin.engine").removeHandler(handler)
-    assert (engine / "report").read_text() == KEY, "the engine did not get the key from the file's first line"
+    seen = json.loads((engine / "report").read_text())
+    assert seen["key"] == KEY, "the engine did not get the key from the file's first line"
+    assert seen["argv"] == [seen["file"], "--report", str(engine / "report"), "--api-key", KEY]
+    assert seen["main_file"] == seen["file"], "not run as python -m runs it: a spawned worker would not find it"
     out, err = capsys.readouterr()
     assert KEY not in out and KEY not in err and KEY not in logged.getvalue()
     assert "server_args=ServerArgs(api_key='<api-key>')" in out and "argv <api-key>\nsecond line\n" in out
@@ -97,3 +105,26 @@ def test_the_module_runs_with_its_own_arguments_then_the_key(tmp_path: Path) -> 
     assert engine_entry.parse(["--api-key-file", "k", "-m", "pkg.mod", "--port", "8000"]) == (
         "k", "pkg.mod", ["--port", "8000"])
     assert engine_entry.read_key(str(tmp_path / "key")) == KEY
+
+
+def test_started_as_a_script_it_reads_its_own_command_line(engine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["engine_entry.py", "--api-key-file", str(engine / "key"), "-m",
+                                      "standin_echo_engine", "--report", str(engine / "report")])
+    assert engine_entry.main() == 0
+    assert json.loads((engine / "report").read_text())["key"] == KEY
+
+
+def test_a_container_engine_runs_through_the_entry_with_the_key_file_not_the_key() -> None:
+    assert keyed_command(["python3", "-m", "sglang.launch_server"]) == [
+        "python3", CONTAINER_ENTRY, "--api-key-file", CONTAINER_KEY_FILE, "-m", "sglang.launch_server"]
+
+
+@pytest.mark.parametrize("command", [["vllm", "serve", "model"], ["python3", "-m"],
+                                     ["python3", "-m", "vllm.entrypoints.openai.api_server", "--port"],
+                                     ["python3", "-c", "x"]])
+def test_a_command_the_entry_cannot_wrap_is_refused_saying_what_to_do(command: list[str]) -> None:
+    with pytest.raises(KeyedCommandError) as refused:
+        keyed_command(command)
+    assert str(refused.value) == (
+        f"engine.command {command} must be [python, -m, module] for the engine to get its API key without a "
+        "command line that shows it (engine.auth); or serve it on loopback (engine.host: 127.0.0.1)")

@@ -45,8 +45,16 @@ def written_whole(dest: str, content: str) -> list[str]:
 
 @pytest.fixture()
 def rig(planning: tuple[State, Host, dict], monkeypatch: pytest.MonkeyPatch) -> tuple[State, Host, dict]:
+    """The planning fixture, its facts answering only for the file the operation was asked to write."""
     state, host, facts = planning
     facts.update({File: None, Sha256File: None})
+    asked = host.get_fact
+
+    def get_fact(fact: type, *args: object, **kwargs: object) -> object:
+        assert (args, kwargs) in (((), {"path": DEST}), ((), {"path": KEY_DEST})), f"{fact} of {args} {kwargs}"
+        return asked(fact)
+
+    monkeypatch.setattr(host, "get_fact", get_fact)
     for variable in ("HF_TOKEN", "RIGFORGE_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
     return state, host, facts
