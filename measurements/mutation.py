@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -128,6 +129,7 @@ def prepare(group: Group) -> Path:
 
 
 def mutmut(work: Path, *words: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``mutmut WORDS`` in a group's folder; its output to ``log`` when given, else captured."""
     command = [str(Path(sys.executable).parent / "mutmut"), *words]
     if log is None:
         return subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
@@ -147,32 +149,48 @@ def module_of(mutant: str, group: Group) -> tuple[str, str]:
     return module, "x" + rest.rsplit("__mutmut_", 1)[0]
 
 
-def changed_lines(work: Path, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    diff = mutmut(work, "show", name).stdout.splitlines()
-    removed = tuple(_squash(line[1:]) for line in diff if line.startswith("-") and not line.startswith("---"))
-    added = tuple(_squash(line[1:]) for line in diff if line.startswith("+") and not line.startswith("+++"))
-    return removed, added
+#: Run inside a group's folder: the diff of each mutant named on stdin (one process, not one per mutant).
+DIFFS = ("import json, sys\n"
+         "from mutmut.mutation.diff_apply import get_diff_for_mutant\n"
+         "print(json.dumps({name: get_diff_for_mutant(name) for name in json.load(sys.stdin)}))")
+
+
+def changed_lines(work: Path, names: list[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Each mutant's (removed lines, added lines), whitespace squashed."""
+    if not names:
+        return {}
+    done = subprocess.run([sys.executable, "-c", DIFFS], cwd=work, input=json.dumps(names), capture_output=True,
+                          text=True, check=True)
+    changed = {}
+    for name, diff in json.loads(done.stdout).items():
+        lines = diff.splitlines()
+        changed[name] = (tuple(_squash(line[1:]) for line in lines if line.startswith("-") and line[:3] != "---"),
+                         tuple(_squash(line[1:]) for line in lines if line.startswith("+") and line[:3] != "+++"))
+    return changed
 
 
 def results(work: Path, group: Group) -> list[Mutant]:
+    """The group's judged mutants with their status; the changed lines of those not killed."""
     listed = mutmut(work, "results", "--all", "true")
-    mutants = []
+    found = []
     for line in listed.stdout.splitlines():
         name, sep, status = line.strip().rpartition(": ")
-        if not sep or "__mutmut_" not in name:
-            continue
-        module, function = module_of(name, group)
-        if not group.judges(Mutant(name, module, function, status)):
-            continue
-        removed, added = changed_lines(work, name) if status not in KILLED else ((), ())
-        mutants.append(Mutant(name, module, function, status, removed, added))
-    return mutants
+        if sep and "__mutmut_" in name:
+            module, function = module_of(name, group)
+            found.append(Mutant(name, module, function, status))
+    judged = [mutant for mutant in found if group.judges(mutant)]
+    changed = changed_lines(work, [mutant.name for mutant in judged
+                                   if mutant.status not in KILLED and mutant.status != "not checked"])
+    return [dataclasses.replace(mutant, removed=changed[mutant.name][0], added=changed[mutant.name][1])
+            if mutant.name in changed else mutant for mutant in judged]
 
 
 def report(group: Group, mutants: list[Mutant], equivalents: dict, seconds: float | None) -> list[Mutant]:
     """Print the group's table; returns its new survivors."""
     timing = f", {seconds / 60:.1f} min" if seconds is not None else ""
-    print(f"\n== {group.name} ({len(mutants)} mutants{timing})")
+    unrun = sum(m.status == "not checked" for m in mutants)
+    warning = f"; {unrun} NOT RUN: the run failed, see its mutmut-run.log" if unrun else ""
+    print(f"\n== {group.name} ({len(mutants)} mutants{timing}{warning})")
     print(f"  {'module':44} {'mutants':>7} {'killed':>7} {'equiv':>6} {'left':>5} {'rate':>7}")
     new = []
     for module in group.modules:
