@@ -31,6 +31,7 @@ class StandInServer:
 
     def __init__(self) -> None:
         self.answers: dict[str, tuple[int, str]] = {}
+        self.hang, self.released = threading.Event(), threading.Event()  # hang set: requests wait for released
         self.asked: list[tuple[str, str, Any]] = []
         server = self
 
@@ -39,6 +40,8 @@ class StandInServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 server.asked.append((method, self.path, body))
+                if server.hang.is_set():
+                    server.released.wait()
                 status, text = server.answers.get(f"{method} {self.path}", (404, '{"error": "not found"}'))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -55,6 +58,7 @@ class StandInServer:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.handle_error = lambda request, address: None  # a client that gave up closed its socket
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
 
@@ -64,6 +68,7 @@ def server() -> Iterator[StandInServer]:
     thread = threading.Thread(target=stand_in.httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield stand_in
+    stand_in.released.set()
     stand_in.httpd.shutdown()
     stand_in.httpd.server_close()
 
@@ -96,6 +101,12 @@ def test_an_engine_that_shows_no_template_gives_none_rather_than_a_guess(
         server: StandInServer, answers: dict[str, tuple[int, str]], expected: chat.ServedTemplate) -> None:
     server.answers = answers
     assert chat.served_template(config(server.url)) == expected
+
+
+def test_a_server_that_never_answers_gives_no_template_once_the_request_times_out(server: StandInServer) -> None:
+    server.hang.set()
+    assert chat.served_template(config(server.url, request_timeout_s=0.2)) == chat.ServedTemplate(None, None)
+    assert [path for _, path, _ in server.asked] == ["/props", "/apply-template"]
 
 
 def counts(name: str):  # noqa: ANN201 - the tokenizer's answer per marker

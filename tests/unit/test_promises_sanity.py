@@ -97,8 +97,8 @@ def test_the_cells_verdicts_quote_the_worst_output() -> None:
 
 
 def test_among_equally_good_outputs_the_first_is_quoted_and_no_output_passes() -> None:
-    repetition, garbage = sanity.text_checks(["b fine", "a fine"])
-    assert repetition.detail.endswith("in 2 outputs: 'b fine'") and garbage.detail.endswith("in 2 outputs: 'b fine'")
+    repetition, garbage = sanity.text_checks(["a fine", "b fine"])
+    assert repetition.detail.endswith("in 2 outputs: 'a fine'") and garbage.detail.endswith("in 2 outputs: 'a fine'")
     assert sanity.text_checks([]) == [
         CheckResult("repetition", True, "worst repeated 16-gram ratio 0.00 (max 0.5) in 0 outputs: ''"),
         CheckResult("garbage", True, "worst U+FFFD/control share 0.00 (max 0.05) in 0 outputs: ''")]

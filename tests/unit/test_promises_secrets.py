@@ -84,15 +84,19 @@ def test_a_token_from_a_file_here_is_its_first_line(
     ({**ROOT_0600}, f"HF_TOKEN={SECRET}\n", False),  # the same token, private: nothing to do
     ({**ROOT_0600, "mode": 644}, f"HF_TOKEN={SECRET}\n", True),  # the same token, readable by all: rewritten
     ({**ROOT_0600}, "HF_TOKEN=an-older-token\n", True),  # another token: replaced
+    ({"user": "root", "group": "root", "size": 65}, f"HF_TOKEN={SECRET}\n", True),  # no mode known: rewritten
 ])
-def test_the_rigs_file_is_compared_by_hash_and_mode(rig: tuple[State, Host, dict], monkeypatch: pytest.MonkeyPatch,
-                                                     on_rig: dict, digest: str, changes: bool) -> None:
+def test_the_rigs_file_is_compared_by_hash_and_mode(
+        rig: tuple[State, Host, dict], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        on_rig: dict, digest: str, changes: bool) -> None:
     state, host, facts = rig
     facts.update({File: on_rig, Sha256File: hashlib.sha256(digest.encode()).hexdigest()})
     monkeypatch.setenv("HF_TOKEN", SECRET)
-    secret_env_file(name="token", dest=DEST, variable="HF_TOKEN")
+    with caplog.at_level(logging.DEBUG):
+        secret_env_file(name="token", dest=DEST, variable="HF_TOKEN")
     state.is_executing = True
     assert planned(state, host) == (written_whole(DEST, f"HF_TOKEN={SECRET}\n") if changes else [])
+    assert (f"{DEST} is up to date" in caplog.text) is not changes
 
 
 @pytest.mark.parametrize(("on_rig", "said"), [(None, "not written (public repositories need none)"),
@@ -137,6 +141,7 @@ def test_a_key_file_named_here_is_said_so(rig: tuple[State, Host, dict], tmp_pat
     ({**ROOT_0600, "mode": 640}, [f"chown root:root {KEY_DEST}", f"chmod 600 {KEY_DEST}"]),
     ({**ROOT_0600, "user": "ubuntu"}, [f"chown root:root {KEY_DEST}", f"chmod 600 {KEY_DEST}"]),
     ({**ROOT_0600, "group": "adm"}, [f"chown root:root {KEY_DEST}", f"chmod 600 {KEY_DEST}"]),
+    ({"user": "root", "group": "root", "size": 65}, [f"chown root:root {KEY_DEST}", f"chmod 600 {KEY_DEST}"]),
 ])
 def test_without_a_key_given_the_rigs_key_is_kept_and_made_private(
         rig: tuple[State, Host, dict], caplog: pytest.LogCaptureFixture, on_rig: dict, commands: list[str]) -> None:
