@@ -7,15 +7,19 @@ tests/fixtures/host/power-cut/ (capture.py there); the constructed states below 
 
 from __future__ import annotations
 
+import logging
 import shlex
 from pathlib import Path
 
 import pytest
-from pyinfra.api import OperationError
+from pyinfra.api import OperationError, State
+from pyinfra.api.host import Host
 
 from rigforge.facts.apt_transaction import AptTransaction, AptTransactionRecord, RecordedPackage, parse_transaction
 from rigforge.facts.dpkg_state import DpkgState, UnfinishedPackage, parse_dpkg_state
-from rigforge.operations.dpkg_repair import dpkg_repair, reinstall_line, repair_line
+from rigforge.operations.apt_busy import install_arguments
+from rigforge.operations.apt_record import record_command, record_script
+from rigforge.operations.dpkg_repair import dpkg_repair, refusal, reinstall_line, repair_line
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "host" / "power-cut"
 CONFIGURE = "DEBIAN_FRONTEND=noninteractive dpkg --force-confdef --force-confold --configure -a"
@@ -175,3 +179,27 @@ def test_the_record_keeps_each_packages_action_and_version_and_when_it_started()
     assert parse_transaction("install curl 1\n") == AptTransaction("", {"curl": RecordedPackage("install", "1")})
     assert parse_transaction("# a comment, no start\ninstall curl 1\n").started == ""
     assert parse_transaction("") is None and parse_transaction(" \n\n") is None
+
+
+def test_a_start_stamp_is_the_last_one_on_the_line() -> None:
+    assert parse_transaction("# started by hand; started 2026-11-25T16:20:00Z\ninstall curl 1\n").started == \
+        "2026-11-25T16:20:00Z"
+
+
+def test_the_record_is_written_by_sh_running_the_record_script() -> None:
+    arguments = install_arguments("curl=7.88.1-10")
+    assert record_command(arguments).get_raw_value() == "sh -c " + shlex.quote(record_script(arguments))
+
+
+def test_a_refused_host_is_failed_with_its_line_as_an_error_in_a_dry_run_and_when_run(
+        planning: tuple[State, Host, dict], caplog: pytest.LogCaptureFixture) -> None:
+    state, host, _ = planning
+    with caplog.at_level(logging.INFO):
+        (command,) = refusal("dpkg left jq: fix it")
+    assert host in state.failed_hosts
+    assert [(record.levelno, record.getMessage().endswith("dpkg left jq: fix it")) for record in caplog.records] == [
+        (logging.ERROR, True)]
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert command.function(state, host, *command.args, **command.kwargs) is False
+    assert [record.levelno for record in caplog.records] == [logging.ERROR]
