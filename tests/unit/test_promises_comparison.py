@@ -213,3 +213,55 @@ def test_a_metric_missing_from_a_block_is_none_not_zero() -> None:
     assert DECODE.read({}) is None and OUTPUT.read({}) is None and OUTPUT.read({"output_throughput": 3}) == 3.0
     assert ITL99.read({"itl_ms": {"p99": 7}}) == 7.0 and TTFT99.read({"ttft_ms": None}) is None
     assert ITL50.read({"itl_ms": {"median": 4}}) == 4.0
+
+
+def test_the_rule_naming_both_fields_beats_one_naming_concurrency_alone_whatever_their_order() -> None:
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 10.0, 8, None),
+                               Tolerance("decode_tps_per_user", 3.0, 8, 512)))
+    assert policy.tolerance("decode_tps_per_user", 8, 512) == 3.0
+    assert policy.tolerance("decode_tps_per_user", 8, 128) == 10.0
+
+
+def test_a_profile_without_rules_or_a_rule_without_cell_fields_reads_as_none() -> None:
+    class Bench:
+        pass
+
+    class Profile:
+        bench = Bench()
+
+    assert RegressionPolicy.from_profile(Profile()) == RegressionPolicy(())
+
+    class Rule:  # a rule object that names neither concurrency nor input_tokens
+        metric, max_worse_percent = "ttft_p99_ms", 50
+
+    Bench.regression_tolerance = [Rule()]
+    assert RegressionPolicy.from_profile(Profile()) == RegressionPolicy((Tolerance("ttft_p99_ms", 50.0),))
+
+
+def test_one_measurement_each_is_judged_without_noise_to_excuse_it() -> None:
+    comparison = compare(result(cell(1, 64, [30.0])), result(cell(1, 64, [20.0])), POLICY)
+    assert comparison.verdict == REGRESSION
+    assert comparison.summary() == ("regression: decode C=1 in=64: 30.0 → 20.0 tok/s (-33.3 %, regression: beyond "
+                                    "tolerance 5 %, not explained by noise no repeats)")
+
+
+def test_a_cell_new_after_says_what_it_measured_and_a_row_without_values_is_not_comparable() -> None:
+    comparison = compare(result(), result(cell(4, 128, [9.0, 9.5])), POLICY)
+    assert row(comparison, "decode_tps_per_user", "C=4 in=128").describe() == (
+        "decode C=4 in=128: – → 9.2 tok/s (failed or missing before)")
+    assert Cell(1, 1, DECODE, None, None, None, None, None, "").describe() == "decode C=1 in=1: – → – tok/s (not " \
+                                                                             "comparable)"
+    assert compare({}, {}, POLICY).cells == ()
+
+
+def test_a_lost_cell_decides_over_a_drop_within_noise_and_that_over_a_larger_passing_drop() -> None:
+    before = result(cell(1, 512, [100.0, 110.0, 90.0]), cell(2, 128, [20.0, 21.0]), cell(8, 128, [10.0, 10.0]))
+    after = result(cell(1, 512, [94.0, 104.0, 92.0]), cell(8, 128, [9.2, 9.2]))  # -6 % within noise; -8 % passes
+    assert compare(before, after, POLICY).deciding_cell().where == "C=2 in=128"
+    without_loss = compare(before, after | {"cells": [*after["cells"], cell(2, 128, [20.0, 21.0])]}, POLICY)
+    assert without_loss.verdict == WITHIN_NOISE and without_loss.deciding_cell().where == "C=1 in=512"
+
+
+def test_with_nothing_judged_the_first_decode_row_is_the_one_to_show() -> None:
+    comparison = compare(result(cell(1, 64, [30.0, 30.0])), result(cell(1, 64, [31.0, 31.0])), RegressionPolicy(()))
+    assert comparison.deciding_cell() == row(comparison, "decode_tps_per_user", "C=1 in=64")

@@ -20,12 +20,16 @@ from rigforge.recipes.report import (
     Trial,
     build_report,
     claim_cell,
+    claims_table,
     decode_c1,
+    image_line,
     improved_beyond_noise,
     metric,
     report_json,
     report_markdown,
+    report_table,
     short,
+    where,
     wrong_output,
 )
 from rigforge.updates.comparison import RegressionPolicy, Tolerance
@@ -184,6 +188,7 @@ def test_a_claim_is_shown_beside_its_own_cell() -> None:
 
 def test_a_table_cell_keeps_the_reason_without_its_fix_or_log_line_and_within_its_width() -> None:
     assert short(BROKE) == "did not come up: known failure x (fail): it broke"
+    assert short("broke; fix: a; fix: b") == "broke"
     assert short("cell failed (journal: a; fix: b) (journal: c)") == "cell failed"
     assert short("x" * 110) == "x" * 110
     assert short("x" * 111) == "x" * 109 + "…"
@@ -193,3 +198,26 @@ def test_a_table_cell_keeps_the_reason_without_its_fix_or_log_line_and_within_it
 def test_a_result_without_probes_checks_or_cells_has_nothing_wrong() -> None:
     assert wrong_output({}) == ""
     assert wrong_output({"sanity": {}, "cells": [{"status": "ok"}]}) == ""
+
+
+def test_the_table_orders_cells_by_concurrency_then_prompt_and_keeps_table_syntax_out_of_reasons() -> None:
+    start = Trial("default", "d", "s", result(cell(2, 128, [20.0, 21.0]), cell(1, 512, [30.0, 31.0])), "r/1")
+    odd = Trial("odd", "d", "s", {"metadata": {}}, "r/2", "wrong output: probe_capital: 'A | B'")
+    report = build_report([start, odd], "default", POLICY)
+    assert [where(key) for key in report.cells] == ["C=1 in=512", "C=2 in=128"]
+    assert report_table(report)[-1] == "| odd | – / – | – / – | disqualified: wrong output: probe_capital: 'A / B' |"
+
+
+def test_a_claim_in_a_cell_this_recipe_did_not_measure_is_not_measured() -> None:
+    claim = {"metric": "decode_tps_per_user", "value": 20, "concurrency": 2, "input_tokens": 128, "measured": "m",
+             "source": "s"}
+    lost = Trial("same", "d", "s", TRIALS[4].result, "r/5", claims=(claim,))
+    table = claims_table(build_report([TRIALS[0], lost], "default", POLICY))
+    assert table[-1] == "| same | 20 decode tok/s (C=2 in=128) | m | s | not measured | – |"
+
+
+def test_an_image_line_names_every_ref_and_nothing_when_there_are_none() -> None:
+    refs = {"VLLM_REF": {"ref": "v1", "commit": "a"}, "FLASHINFER_REF": {"ref": "v2", "commit": "b"}}
+    assert image_line(Trial("x", "d", "s", image="rigforge/vllm:1", image_git_refs=refs)) == (
+        "rigforge/vllm:1 (VLLM_REF v1 = a, FLASHINFER_REF v2 = b)")
+    assert image_line(Trial("x", "d", "s", image="rigforge/vllm:1")) == "rigforge/vllm:1"
