@@ -183,3 +183,12 @@ def test_the_session_testinfra_opens_is_checked_again_before_any_command(rig: St
     assert opened[0].get_transport() is None or not opened[0].get_transport().is_active(), "left open"
     proxied = backend(tmp_path, rig.port, proxied=True)
     assert checked_client(lambda backend: open_session(rig.port))(proxied).get_transport().is_active()
+
+
+def test_without_an_ssh_config_named_the_users_own_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host rig\n  HostName 127.0.0.9\n  Port 2201\n  ProxyCommand nc %h %p\n")
+    target = ssh_target("rig", None, None)
+    assert (target.hostname, target.port, target.proxied) == ("127.0.0.9", 2201, True)
+    assert target.known_hosts == str(tmp_path / ".ssh" / "known_hosts")
