@@ -1,11 +1,11 @@
 """Do the unit tests fail when the code that guards keys, answers and verdicts is wrong? Mutation testing, by group.
 
-Uses mutmut 3 (``pip install mutmut==3.8.1``; not a test dependency: this is slow and never part of the default
-suite). It makes one-token changes ("mutants") to each function of a module, and runs, for each mutant, only the
-tests that called that function while the group's tests ran once unchanged; a mutant the tests still pass is a
-survivor. Why mutmut and not cosmic-ray: mutmut forks the already-warm pytest process for each mutant and runs only
-the tests that reach the mutated function, where cosmic-ray starts a fresh test command per mutant (pyinfra and
-pydantic imports each time); on a 2-core machine that is the difference between minutes and hours.
+Uses mutmut 3.8.1 (``pip install -e ".[mutation]"``; not a test dependency: slow, never part of the default suite).
+It makes one-token changes ("mutants") to each function of a module, and runs, for each mutant, only the tests that
+called that function while the group's tests ran once unchanged; a mutant the tests still pass is a survivor. Why
+mutmut and not cosmic-ray: mutmut forks the already-warm pytest process for each mutant and runs only the tests
+that reach the mutated function, where cosmic-ray starts a fresh test command per mutant, paying pytest's start and
+pyinfra's and pydantic's imports each time (docs/design.md#tests has what that would cost here).
 
 The modules and the unit tests that cover them: ``measurements/mutation_targets.yaml`` (groups). Each group runs
 as its own mutmut project in ``.cache/mutation/GROUP/`` (a copy of the working tree, its ``setup.cfg`` written
