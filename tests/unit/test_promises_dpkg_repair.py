@@ -203,3 +203,18 @@ def test_a_refused_host_is_failed_with_its_line_as_an_error_in_a_dry_run_and_whe
     with caplog.at_level(logging.INFO):
         assert command.function(state, host, *command.args, **command.kwargs) is False
     assert [record.levelno for record in caplog.records] == [logging.ERROR]
+
+
+def test_every_step_of_a_longer_finish_is_said_in_order_and_only_the_owners_package_stops_the_host() -> None:
+    found = DpkgState((unfinished("old", "half-installed", True), unfinished("liba:amd64", "half-installed", True),
+                       unfinished("libb", "half-installed", True)))
+    record = AptTransaction("", {"old": RecordedPackage("purge", "1"), "liba": RecordedPackage("install", "2"),
+                                 "libb": RecordedPackage("install", "3")})
+    assert repair_line(found, record).endswith(
+        "finishing it: dpkg --force-confdef --force-confold --configure -a, then dpkg --force-remove-reinstreq "
+        "--purge old, then the same transaction again: apt-get install of its 2 packages at the recorded versions "
+        "(reinstalls liba=2, libb=3)")
+    with_owner = DpkgState((*found.packages, unfinished("jq", "half-installed", True)))
+    with pytest.raises(OperationError) as stopped:
+        dpkg_repair(with_owner, record)
+    assert str(stopped.value).startswith("dpkg left jq (half-installed, reinstall required): ")
