@@ -138,7 +138,7 @@ def mutmut(work: Path, *words: str, log: Path | None = None) -> subprocess.Compl
 
 
 def module_of(mutant: str, group: Group) -> tuple[str, str]:
-    """(module path, function) of a mutant named like ``rigforge.api_key.x_mask__mutmut_3``."""
+    """(module path, function) of a mutant named like ``rigforge.serving.api_key.x_mask__mutmut_3``."""
     dotted, _, rest = mutant.partition(".x")
     if not rest:
         dotted, _, rest = mutant.rpartition(".")

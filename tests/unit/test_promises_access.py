@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from rigforge.api_key import needs_api_key
 from rigforge.profile.access import EngineAuth, key_required, listens_beyond_loopback
 from rigforge.profile.loader import ProfileError, load_profile
+from rigforge.serving.api_key import needs_api_key
 
 AUTO, KEY = EngineAuth(mode="auto"), EngineAuth(mode="key")
 NONE = EngineAuth(mode="none", reason="behind the site's authenticating proxy")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rigforge.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE, KeyedCommandError, keyed_command
 from rigforge.remote import engine_entry
+from rigforge.serving.api_key import CONTAINER_ENTRY, CONTAINER_KEY_FILE, KeyedCommandError, keyed_command
 
 KEY = "k3y-in-process-9d1e7a"
 

@@ -1,6 +1,6 @@
 """Promise: nothing runs on a rig whose host key known_hosts does not vouch for; the check is a real key exchange
-with the rig, and each refusal is one line naming the host and the fix (rigforge/first_contact.py,
-rigforge/verify_trust.py). The rig is a STAND-IN SSH server on 127.0.0.1 (paramiko's server side: a key
+with the rig, and each refusal is one line naming the host and the fix (rigforge/connection/first_contact.py,
+rigforge/connection/verify_trust.py). The rig is a STAND-IN SSH server on 127.0.0.1 (paramiko's server side: a key
 exchange needs no sshd) holding an ECDSA and an RSA host key (two types, as Debian's sshd holds); the whole path
 against a sandbox host's real sshd: tests/e2e/test_verify_host_keys.py.
 """
@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import paramiko
 import pytest
 
-from rigforge.first_contact import changed_key_line, host_key_problem, no_answer_line, unknown_key_line
-from rigforge.verify_trust import HostKeyRefused, checked_client, host_key_refusal, ssh_target
+from rigforge.connection.first_contact import changed_key_line, host_key_problem, no_answer_line, unknown_key_line
+from rigforge.connection.verify_trust import HostKeyRefused, checked_client, host_key_refusal, ssh_target
 
 HOST_KEYS = (paramiko.ECDSAKey.generate(), paramiko.RSAKey.generate(2048))
 
