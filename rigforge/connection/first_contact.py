@@ -146,7 +146,7 @@ def host_key_problem(name: str, hostname: str, port: int, known_hosts: str | Non
     known_hosts = known_hosts or DEFAULT_KNOWN_HOSTS
     try:
         known = load_known_hosts(known_hosts).lookup(known_hosts_name(hostname, port))
-    except (OSError, paramiko.SSHException, ValueError) as exc:
+    except (OSError, paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError) as exc:
         return f"cannot read known_hosts file {known_hosts}: {exc}"
     # paramiko's client puts the first known type first; the server then shows that key if it has one.
     preferred = list(known.keys())[:1] if known else []

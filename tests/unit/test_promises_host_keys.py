@@ -107,9 +107,6 @@ def test_a_known_hosts_file_that_cannot_be_read_is_said(tmp_path: Path) -> None:
     assert line is not None and line.startswith(f"cannot read known_hosts file {bad}: 'utf-8' codec can't decode")
 
 
-@pytest.mark.xfail(strict=True, raises=paramiko.hostkeys.InvalidHostKey,
-                   reason="paramiko's InvalidHostKey (a known_hosts line with a bad key) is not among the errors "
-                          "host_key_problem turns into its one line")
 def test_a_known_hosts_line_with_a_broken_key_is_said_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "known_hosts"
     bad.write_text("127.0.0.1 ssh-ed25519 not-base64!\n")
