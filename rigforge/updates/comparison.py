@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -215,7 +215,8 @@ def compare_cell(key: tuple[CellKind, int, int], before: list[Mapping[str, Any] 
                     tolerance, WORSE if lost else "", note, kind, values_before, values_after, primary=primary)
     old, new = statistics.median(values_before), statistics.median(values_after)
     change = 0.0 if old == 0 else (new - old) / old * 100
-    drift = drift_percent(before[0], before[1], metric) if len(before) > 1 else None
+    drifts = [drift for drift in (drift_percent(before[0], again, metric) for again in before[1:]) if drift is not None]
+    drift = max(drifts, key=abs) if drifts else None  # the largest: the start's runs moved at least this much
     return Cell(concurrency, input_tokens, metric, old, new, change, None, tolerance, "", "", kind,
                 values_before, values_after, drift_percent=drift, primary=primary)
 
@@ -230,19 +231,19 @@ def _judged(row: Cell, answer: Answer) -> Cell:
 
 
 def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: RegressionPolicy,
-            before_again: Mapping[str, Any] | None = None) -> Comparison:
+            before_again: Sequence[Mapping[str, Any]] = ()) -> Comparison:
     """Compare two results (as loaded by ``load_result``) under the profile's policy.
 
     + before: the baseline result, e.g. the last one on the previous driver, or the tournament's start
     + after: the result to judge
     + policy: ``RegressionPolicy.from_profile(profile)``
-    + before_again: the baseline measured once more (A … A): pooled with ``before``; its drift is noise too
+    + before_again: the baseline's later runs (A … A): pooled with ``before``; their drift is noise too
     """
     cells_before, cells_after = _cells_by_key(before), _cells_by_key(after)
-    cells_again = _cells_by_key(before_again) if before_again is not None else None
+    runs_again = [_cells_by_key(result) for result in before_again]
     # Completion cells first, then each other kind; by concurrency and input length within a kind.
     keys = sorted(set(cells_before) | set(cells_after), key=lambda key: (*key[0].order, key[1], key[2]))
-    rows = [compare_cell(key, [cells_before.get(key)] + ([cells_again.get(key)] if cells_again is not None else []),
+    rows = [compare_cell(key, [cells_before.get(key), *(cells.get(key) for cells in runs_again)],
                          cells_after.get(key), metric, policy)
             for key in keys for metric in METRICS]
     judged = [index for index, row in enumerate(rows) if row.tolerance_percent is not None and not row.verdict

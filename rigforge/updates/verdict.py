@@ -115,7 +115,12 @@ def _answer(question: Question, test: Welch | None, significant: bool, level: fl
         why = f"not significant (p = {test.p_value:.2g}), noise ±{noise:.1f} %"
     else:
         why = f"significant but within tolerance {tolerance:g} % or noise ±{noise:.1f} %"
-    more = f"; about {needed} repeats a side would decide" if needed else "; more repeats would not decide"
+    if needed:
+        more = f"; about {needed} repeats a side would decide"
+    elif abs(worse) > tolerance:
+        more = "; more repeats would not decide: the change is inside the noise"
+    else:
+        more = f"; more than {MOST_REPEATS} repeats a side would be needed at this noise"
     return Answer(CANNOT_TELL, *numbers, needed, why + more)
 
 
