@@ -107,7 +107,9 @@ def judge_recipe(start: Mapping[str, Any], trial: Trial, policy: RegressionPolic
     assert trial.result is not None
     comparison: Comparison = compare(start, trial.result, policy, again)
     primary = next((row for row in comparison.cells if row.primary), None)
-    return RecipeVerdict(trial.recipe, comparison.verdict, comparison.summary(), decode_c1(trial.result),
+    deciding = comparison.deciding_cell()
+    detail = deciding.describe() if deciding else "no judged cell to compare"
+    return RecipeVerdict(trial.recipe, comparison.verdict, detail, decode_c1(trial.result),
                          primary_value(trial.result, policy), primary.repeats_to_decide if primary else None)
 
 

@@ -112,14 +112,13 @@ class Cell:
         return -self.change_percent if self.metric.higher_is_better else self.change_percent
 
     def describe(self) -> str:
-        """decode C=1 in=128: 31.2 → 18.8 tok/s (-39.7 %, worse (regression): p = 0.003, beyond tolerance 5 % ...)."""
+        """decode C=1 in=128: 31.2 → 18.8 tok/s (-39.7 %; p = 0.003, beyond tolerance 5 % and noise ±4.1 %)."""
         where = f"{self.metric.label} {self.where}"
         if self.before is None or self.after is None:
             values = f"{_num(self.before)} → {_num(self.after)} {self.metric.unit}"
             return f"{where}: {values} ({self.note or 'not comparable'})"
         values = f"{self.before:.1f} → {self.after:.1f} {self.metric.unit}"
-        judged = f"{self.verdict}: {self.note}" if self.verdict else "not judged"
-        return f"{where}: {values} ({self.change_percent:+.1f} %, {judged})"
+        return f"{where}: {values} ({self.change_percent:+.1f} %; {self.note if self.verdict else 'not judged'})"
 
 
 @dataclass(frozen=True)
