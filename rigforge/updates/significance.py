@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -80,13 +81,27 @@ def t_two_sided_p(t: float, df: float) -> float:
     return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
 
 
-def t_quantile(two_sided_p: float, df: float) -> float:
-    """The t with ``t_two_sided_p(t, df) == two_sided_p`` (bisection).
+def _t_density(t: float, df: float) -> float:
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+                    - (df + 1) / 2 * math.log1p(t * t / df))
 
-    >>> round(t_quantile(0.05, 4), 2), round(t_quantile(0.05, 1000), 2)
-    (2.78, 1.96)
+
+@functools.lru_cache(maxsize=4096)  # verdict.repeats_to_decide asks for the same (p, whole df) many times
+def t_quantile(two_sided_p: float, df: float) -> float:
+    """The t with ``t_two_sided_p(t, df) == two_sided_p`` (Newton's method on log t, bisection as a fallback).
+
+    >>> round(t_quantile(0.05, 4), 2), round(t_quantile(0.05, 1000), 2), round(t_quantile(0.05, 1), 2)
+    (2.78, 1.96, 12.71)
     """
-    low, high = 0.0, 1.0
+    log_t = math.log(2.0)
+    for _ in range(50):
+        t = math.exp(log_t)
+        error = t_two_sided_p(t, df) - two_sided_p
+        if abs(error) < 1e-12 * two_sided_p:
+            return t
+        step = error / (2.0 * _t_density(t, df) * t)  # d p / d log t = -2 f(t) t
+        log_t += max(-1.0, min(1.0, step))
+    low, high = 0.0, math.exp(log_t) * 2.0 + 1.0
     while t_two_sided_p(high, df) > two_sided_p:
         high *= 2.0
     while high - low > 1e-9 * high:
@@ -125,12 +140,17 @@ class Welch:
 
     def interval_percent(self, level_p: float) -> tuple[float, float]:
         """The (1 - level_p) confidence interval of the change, in % of before."""
-        half = t_quantile(level_p, self.df) * self.standard_error
+        # df to 0.01: the critical value moves by far less than the interval's own digits, and repeats hit the cache.
+        half = t_quantile(level_p, round(self.df, 2)) * self.standard_error
         return math.expm1(self.log_change - half) * 100.0, math.expm1(self.log_change + half) * 100.0
 
 
 def _variance(values: Sequence[float]) -> float:
-    return statistics.variance(values) if len(values) > 1 else 0.0
+    """The sample variance in plain floats (statistics.variance works in exact fractions: 20x slower)."""
+    if len(values) < 2:
+        return 0.0
+    mean = math.fsum(values) / len(values)
+    return math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1)
 
 
 def welch_log(before: Sequence[float], after: Sequence[float]) -> Welch | None:

@@ -100,8 +100,9 @@ def _answer(question: Question, test: Welch | None, significant: bool, level: fl
     worse = sign * test.change_percent
     tolerance = question.tolerance_percent
     noise = noise_percent(test, question.drift_percent)
-    low, high = sorted(sign * bound for bound in test.interval_percent(level))
-    numbers = (test.change_percent, test.p_value, noise, test.interval_percent(level))
+    interval = test.interval_percent(level)
+    low, high = sorted(sign * bound for bound in interval)
+    numbers = (test.change_percent, test.p_value, noise, interval)
     if significant and abs(worse) > tolerance and abs(worse) > noise:
         why = f"p = {test.p_value:.2g}, beyond tolerance {tolerance:g} % and noise ±{noise:.1f} %"
         return Answer(WORSE if worse > 0 else BETTER, *numbers, None, why)
