@@ -4,9 +4,10 @@
 Starts one sandbox host (its own state directory and host name), serves the sandbox profile with three more
 recipes, ``aa1``..``aa3``, that change nothing (only their names differ from ``default``), then runs
 ``deploys/recipes.py --data recipes=default,aa1,aa2,aa3,one-thread --data keep=best`` N times with the sandbox
-profile's own bench (3 cells, 5 s, 2 repeats; ``--one-cell``: C=1 only, 3 repeats, for a loaded machine). For each tournament it prints the report's table, the start's
-drift, what measuring the start again cost beside one recipe's bench, the more repeats spent, and one line:
-the verdicts of the identical recipes and of one-thread, and the recipe the rig ended on.
+profile's own bench (3 cells, 5 s, 2 repeats; ``--one-cell``: C=1 only, 3 repeats, for a loaded machine). For
+each tournament it prints the report's table, the start's drift, what measuring the start again cost beside one
+recipe's bench, the more repeats spent, and one line: the verdicts of the identical recipes and of one-thread,
+and the recipe the rig ended on.
 
     .venv/bin/python measurements/recipes_aa.py [--tournaments 3] [--recipes default,aa1,aa2,one-thread] [--one-cell]
 """
