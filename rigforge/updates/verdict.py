@@ -9,7 +9,8 @@ is claimed only when all three hold:
    false claim, ``bench.verdicts.false_claim_rate``; every other judged metric shares the other half by Holm;
 2. it is larger than the profile's tolerance for that metric and cell (a change the owner cares about);
 3. it is larger than the measured noise: twice the spread of one repeat (standard deviation of the logs), and
-   the drift of the start (the same recipe measured again later) when it was measured.
+   the drift of the start (the same recipe measured again later) when it was measured; a start that drifted
+   more than the tolerance allows no claim at all on that metric (the machine changed during the run).
 
 Only the primary can make a comparison ``better``; any other judged metric can only veto it (``worse``).
 ``same`` means the primary's confidence interval lies inside ± its tolerance (an equivalence test) and the
@@ -103,20 +104,27 @@ def _answer(question: Question, test: Welch | None, significant: bool, level: fl
     interval = test.interval_percent(level)
     low, high = sorted(sign * bound for bound in interval)
     numbers = (test.change_percent, test.p_value, noise, interval)
-    if significant and abs(worse) > tolerance and abs(worse) > noise:
+    # A start that moved more than the tolerance between its own runs says the machine changed during the run
+    # by more than the owner cares about: a recipe measured in between may have met any of those conditions, or
+    # others, so no claim either way (a real run: the start went 3.4 -> 21.2 tok/s as a neighbour's load ended,
+    # and a slower recipe measured after it read +834 %).
+    drifted = abs(question.drift_percent or 0.0) > tolerance
+    if significant and abs(worse) > tolerance and abs(worse) > noise and not drifted:
         why = f"p = {test.p_value:.2g}, beyond tolerance {tolerance:g} % and noise ±{noise:.1f} %"
         return Answer(WORSE if worse > 0 else BETTER, *numbers, None, why)
-    drifted = abs(question.drift_percent or 0.0) > tolerance
     if -tolerance < low and high < tolerance and not drifted:
         return Answer(SAME, *numbers, None, f"within ±{tolerance:g} % (interval {low:+.1f} … {high:+.1f} %)")
-    needed = repeats_to_decide(test, tolerance, noise, level)
+    needed = None if drifted else repeats_to_decide(test, tolerance, noise, level)
     if drifted:
-        why = f"the start itself drifted {question.drift_percent:+.1f} %, beyond tolerance {tolerance:g} %"
+        why = (f"the start itself drifted {question.drift_percent:+.1f} %, beyond tolerance {tolerance:g} %: the "
+               "machine changed during the run")
     elif not significant:
         why = f"not significant (p = {test.p_value:.2g}), noise ±{noise:.1f} %"
     else:
         why = f"significant but within tolerance {tolerance:g} % or noise ±{noise:.1f} %"
-    if needed:
+    if drifted:
+        more = "; a steadier machine would decide, not more repeats"
+    elif needed:
         more = f"; about {needed} repeats a side would decide"
     elif abs(worse) > tolerance:
         more = "; more repeats would not decide: the change is inside the noise"

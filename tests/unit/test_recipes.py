@@ -231,6 +231,16 @@ def test_a_gain_no_larger_than_the_starts_own_drift_is_not_better() -> None:
     assert report.best is None and "| default (again, 1) |" in "\n".join(report_table(report))
 
 
+def test_a_start_that_drifted_past_the_tolerance_allows_no_claim() -> None:
+    """A real tournament (tests/fixtures/recipes/result-drift-*.json): the machine sped up 6x mid-run, so the slower
+    one-thread, measured after the speed-up, read +834 %; the start measured again shows the drift."""
+    report = build_report([trial("default", recorded("drift-default")), trial("one-thread",
+                           recorded("drift-one-thread"))], "default", POLICY, [recorded("drift-default-again")])
+    verdict = report.verdicts[1]
+    assert verdict.verdict == NOT_BETTER and "the start itself drifted" in verdict.detail, verdict
+    assert report.best is None and "moved +518" in report.drift
+
+
 def test_the_real_noisy_runs_claim_nothing_they_cannot_support() -> None:
     """The recorded runs (tests/fixtures/recipes/, a loaded 2-core box): the start's C=1 repeats are 53.6 and
     34.1 tok/s, so no recipe is better there, whatever its median."""
