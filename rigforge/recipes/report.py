@@ -10,7 +10,7 @@ Example::
 
     report = build_report(trials, start="wiki", policy=RegressionPolicy.from_profile(profile))
     print("\\n".join(report_table(report)))
-    best = report.best            # a recipe better beyond noise than the start, or None
+    best = report.best            # the recipe judged better than the start on the primary metric, or None
 """
 
 from __future__ import annotations
