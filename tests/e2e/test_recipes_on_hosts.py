@@ -6,8 +6,9 @@ bench client): three that differ in speed, ``rope-broken`` whose output is garba
 never comes up (both fixture recipes, made to fail the ways published recipes fail). The bench is cut down to
 one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed. The A/A test adds
 two recipes identical to ``default`` on one host: they must never be judged better or worse, and keep=best must
-never move the rig to one; ``one-thread`` (really ~40 % slower decode on 2 cores) must be found worse whenever
-the measured noise lets a 40 % change be told. The tests share the two hosts and run in order.
+never move the rig to one; ``one-thread`` (really ~40 % slower decode on an idle 2-core box) must be found worse
+unless the run itself says it cannot tell (the start drifted past the tolerance, or the noise exceeds 40 %).
+The tests share the two hosts and run in order.
 """
 
 from __future__ import annotations
@@ -116,9 +117,13 @@ def test_identical_recipes_are_never_judged_and_keep_best_stays_on_the_start(fle
     assert list(by_name) == ["default", "aa1", "aa2", "one-thread"], report
     for name in ("aa1", "aa2"):
         assert by_name[name]["verdict"] in (SAME, CANNOT_TELL), by_name[name]
+    # one-thread is ~40 % slower on an idle 2-core box; on a loaded one llama.cpp's two threads wait on each other
+    # and one thread is faster (measured: 78.8 against 43.9 tok/s). Either way the verdict must say why it makes
+    # no claim: the start's drift past the tolerance, or noise too large to tell a 40 % change.
     slower = by_name["one-thread"]
     noise = re.search(r"noise ±([0-9.]+) %", slower["detail"])
-    assert slower["verdict"] == WORSE or (slower["verdict"] == CANNOT_TELL and noise and float(noise[1]) > 40), slower
+    unsteady = "the start itself drifted" in slower["detail"] or bool(noise and float(noise[1]) > 40)
+    assert slower["verdict"] == WORSE or (slower["verdict"] == CANNOT_TELL and unsteady), slower
     assert report["best"] != "aa1" and report["best"] != "aa2"
     assert len(report["start_again"]) == 1 and report["drift"].startswith("the start measured again")
     assert any(line.startswith("the start measured again: 1 bench") for line in report["more_repeats"])
