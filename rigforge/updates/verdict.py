@@ -113,7 +113,8 @@ def _answer(question: Question, test: Welch | None, significant: bool, level: fl
         why = f"p = {test.p_value:.2g}, beyond tolerance {tolerance:g} % and noise ±{noise:.1f} %"
         return Answer(WORSE if worse > 0 else BETTER, *numbers, None, why)
     if -tolerance < low and high < tolerance and not drifted:
-        return Answer(SAME, *numbers, None, f"within ±{tolerance:g} % (interval {low:+.1f} … {high:+.1f} %)")
+        return Answer(SAME, *numbers, None,
+                      f"within ±{tolerance:g} % (interval {interval[0]:+.1f} … {interval[1]:+.1f} %)")
     needed = None if drifted else repeats_to_decide(test, tolerance, noise, level)
     if drifted:
         why = (f"the start itself drifted {question.drift_percent:+.1f} %, beyond tolerance {tolerance:g} %: the "
