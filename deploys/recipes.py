@@ -3,7 +3,7 @@
     pyinfra inventory/rig4x.py deploys/recipes.py --dry                                # what each would need
     pyinfra inventory/rig4x.py deploys/recipes.py                                      # all the profile's recipes
     pyinfra inventory/rig4x.py deploys/recipes.py --data recipes=wiki,marlin,k64-published
-    pyinfra inventory/rig4x.py deploys/recipes.py --data keep=best     # end on the best, if better beyond noise
+    pyinfra inventory/rig4x.py deploys/recipes.py --data keep=best     # end on the recipe judged better, if any
 
 The rig's starting recipe is measured first, then each other recipe: image (built once per set of inputs),
 checkpoint (kept beside the others), unit, health, sanity probes and the profile's bench cells, recorded in the

@@ -35,8 +35,8 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
                                     "the profile's"),
     "recipe": (str, "", "deploys/full.py, deploys/serve.py: move the rig to this engine recipe (engine.recipes)"),
     "recipes": (str, "", "deploys/recipes.py: the recipes to try, comma-separated (default: all of the profile's)"),
-    "keep": (str, "start", "deploys/recipes.py: end on the starting recipe (start), or on the best one when it is "
-                           "better beyond noise (best)"),
+    "keep": (str, "start", "deploys/recipes.py: end on the starting recipe (start), or on the one judged better "
+                           "on the primary metric (best)"),
     "rebuild": (bool, False, "resolve the engine image's git refs afresh (git ls-remote) and build what they name "
                              "now, once for the run's rigs"),
 }

@@ -2,13 +2,14 @@
 
 For each recipe, the starting one first (the baseline the others are judged against): its image (built only
 when no image of its inputs is on the rig), its checkpoint (kept beside the others'), its unit, the health wait,
-then the smoke bench — sanity probes and the profile's cells — recorded in the bench history with the recipe's
-name. A recipe that does not come up, gives wrong output or an error, or logs a known failure of severity
-``fail``, or whose engine reports at start that it chose otherwise than the recipe's ``startup`` promises ("runs X,
-not Y": rigforge/recipes/startup.py), is disqualified with the reason, and the next one is tried. At the end the
-rig runs its starting recipe again; with ``--data keep=best`` it moves to the best one, only when that one is
-better than the start beyond the measured noise (rigforge/recipes/report.py). The report (JSON, Markdown, PNG)
-lands in ``results/<host>/recipes-<stamp>/`` and its table is printed.
+then the smoke bench (sanity probes and the profile's cells), recorded in the bench history under the recipe's
+name. A recipe that does not come up, gives wrong output or an error, logs a known failure of severity ``fail``,
+or whose engine reports at start that it chose otherwise than the recipe's ``startup`` promises ("runs X, not Y":
+rigforge/recipes/startup.py), is disqualified with the reason. The start is measured again at the end (A B C … A;
+between recipes too when the profile asks), and more repeats of the primary cell decide where a verdict could not
+tell, within the profile's budget (roles/recipes_decide.py). Then the rig runs its starting recipe again; with
+``--data keep=best`` the recipe judged ``better`` on the primary metric (rigforge/recipes/report.py). The report
+(JSON, Markdown, PNG) lands in ``results/<host>/recipes-<stamp>/`` and its table is printed.
 
 While it runs, ``/var/lib/rigforge/recipe-experiment.json`` says so; Ctrl-C or a lost connection leaves it, and
 the next deploy on the rig puts the starting recipe back (roles/takeover.py), saying so. The rig's own record of
@@ -46,13 +47,12 @@ from rigforge.operations.weights import GB, bytes_to_fetch, hub_size, tool_comma
 from rigforge.profile import Model, Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
-from rigforge.recipes.plot import render_report_plot
-from rigforge.recipes.report import Trial, build_report, report_json, report_markdown, report_table, wrong_output
+from rigforge.recipes.report import Trial, build_report, report_table, wrong_output
 from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
 from rigforge.serving.engines import image_ref
 from rigforge.updates.comparison import RegressionPolicy
-from roles import base, bench, engine, images, service, weights
+from roles import base, bench, engine, images, recipes_decide, service, weights
 from roles.weights import HF_TOKEN_FILE, HF_VENV, WEIGHTS_TOOL
 
 
@@ -195,27 +195,53 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
                 connector: dict[str, Any]) -> bool:
     # Run with the host in context (rigforge/operations/nested.py): the trials' operations execute at once.
     watch_ctrl_c()
-    trials = []
+
+    def run(recipe: Profile, before: Profile | None) -> Trial:
+        return try_recipe(recipe, before, results_dir, connector)
+
+    timings: list[recipes_decide.Timed] = []
+    again: list[recipes_decide.Timed] = []
     previous: Profile | None = None
+    between = profile.bench.verdicts.start_between_recipes
     for name in host.loop(names):
         if stopped_by_ctrl_c(start, f"before {name}"):
             return False
         managed_file(name=f"Record the trial of {name}", dest=EXPERIMENT_RECORD,
                      content=experiment_record(profile, stamp, start, names, name))
-        trials.append(try_recipe(profile.with_recipe(name), previous, results_dir, connector))
+        timings.append(recipes_decide.timed(run, profile.with_recipe(name), previous))
         previous = profile.with_recipe(name)
-        host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trials[-1].disqualified}" if trials[-1].disqualified
-                                        else f"measured ({trials[-1].run_dir})"),
-                 logger.warning if trials[-1].disqualified else logger.info)
+        trial = timings[-1].trial
+        host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trial.disqualified}" if trial.disqualified
+                                        else f"measured ({trial.run_dir})"),
+                 logger.warning if trial.disqualified else logger.info)
+        # A B C … A: the start once more at the end (and after every recipe when the profile asks), so the
+        # report sees the start's own drift instead of reading it as a difference between recipes.
+        if name != start and (between or name == names[-1]) and not timings[0].trial.disqualified:
+            if stopped_by_ctrl_c(start, f"before measuring {start} again"):
+                return False
+            again.append(recipes_decide.timed(run, profile.with_recipe(start), previous))
+            previous = profile.with_recipe(start)
     if stopped_by_ctrl_c(start, "after the last trial"):
         return False
-    report = build_report(trials, start, RegressionPolicy.from_profile(profile.with_recipe(start)))
-    folder = write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
-    for line in report_table(report):
+    trials = [item.trial for item in timings]
+    start_again = [item.trial.result for item in again if item.trial.result and not item.trial.disqualified]
+    policy = RegressionPolicy.from_profile(profile.with_recipe(start))
+    measured = [item for item in timings[1:] if item.trial.result is not None and not item.trial.disqualified]
+    spent = [recipes_decide.cost_line(again, measured)] if again else []
+    report = build_report(trials, start, policy, start_again)
+    if any(verdict.repeats_to_decide for verdict in report.verdicts) and profile.bench.verdicts.decide_budget_s:
+        switch = min(item.seconds for item in timings) * 0.5  # a switch and health wait: under half a trial
+        trials, more, previous = recipes_decide.decide_more(report, trials, profile, switch, run, previous)
+        spent += more
+    report = build_report(trials, start, policy, start_again, spent)
+    folder = recipes_decide.write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
+    for line in report_table(report) + ([f"recipes: {report.drift}"] if report.drift else []):
         host.log(line)
+    for line in report.spent:
+        host.log(f"recipes: {line}")
     final = report.best if keep == "best" and report.best else start
     settle(profile, final, start, stamp)
-    kept = f"kept {final}, better than {start} beyond noise" if final != start else f"back on {start}"
+    kept = f"kept {final}, judged better than {start}" if final != start else f"back on {start}"
     host.log(f"recipes: {len(report.passed)} of {len(trials)} measured, "
              f"{len(trials) - len(report.passed)} disqualified; {kept}; report in {folder}")
     return bool(report.passed)
@@ -299,15 +325,3 @@ def failure_reason(window: str, otherwise: str) -> str:
     if not hits:
         return otherwise
     return f"{hit_line(hits[0])} (journal: {hits[0].line})"
-
-
-def write_report(report: Any, folder: Path, host_name: str, stamp: str) -> Path:
-    """report.json, report.md and report.png in ``folder`` (each written whole, then renamed)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in (("report.json", json.dumps(report_json(report, host_name, stamp), indent=1) + "\n"),
-                       ("report.md", report_markdown(report, host_name, stamp))):
-        temporary = folder / f".{name}.new"
-        temporary.write_text(text)
-        temporary.replace(folder / name)
-    render_report_plot(report, folder / "report.png", f"{host_name} recipes {stamp}")
-    return folder

@@ -1,4 +1,5 @@
-"""The profile's measuring settings: the smoke bench (cells, repeats, floors, what counts as a regression) and
+"""The profile's measuring settings: the smoke bench (cells, repeats, floors, what counts as a regression, the
+primary metric and how verdicts are reached) and
 how a driver update is rolled through a rig (drain, undrain, how recent a baseline may be)."""
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ class Floor(StrictModel):
     min_decode_tps_per_user: Annotated[float, Field(ge=0)]
 
 
+MetricName = Literal["decode_tps_per_user", "output_tps", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"]
+
+
 class RegressionTolerance(StrictModel):
     # How much worse (in %) a metric may get between two bench runs before it counts as a regression;
     # no concurrency / input_tokens: every cell. The most specific rule for a cell applies.
-    metric: Literal["decode_tps_per_user", "output_tps", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"]
+    metric: MetricName
     max_worse_percent: Annotated[float, Field(ge=0)]
     concurrency: PositiveInt | None = None
     input_tokens: PositiveInt | None = None
@@ -36,6 +40,27 @@ class ExtraCells(StrictModel):
     input_tokens: list[PositiveInt]
 
 
+class PrimaryMetric(StrictModel):
+    """The one number that alone can call a recipe or a driver better (keep=best follows it); the other judged
+    metrics can only veto. A completion cell of the grid, judged by a regression_tolerance rule."""
+
+    metric: MetricName
+    concurrency: PositiveInt
+    input_tokens: PositiveInt
+    reason: SafeText  # why this number is what the rig's owner cares about
+
+
+class Verdicts(StrictModel):
+    """How a comparison (recipe tournament, driver update) decides: rigforge.updates.verdict."""
+
+    # The chance of any false better/worse claim in one comparison (A against B).
+    false_claim_rate: Annotated[float, Field(gt=0, le=0.2)]
+    # Measure the starting recipe again between recipes too, not only at the end (A B A C A ...).
+    start_between_recipes: bool
+    # Seconds a tournament may spend measuring more repeats of the primary cell where a verdict cannot tell.
+    decide_budget_s: Annotated[int, Field(ge=0)]
+
+
 class Bench(StrictModel):
     concurrency: list[PositiveInt]
     input_tokens: list[PositiveInt]
@@ -46,9 +71,21 @@ class Bench(StrictModel):
     floors: list[Floor]
     regression_tolerance: list[RegressionTolerance]
     extra_cells: list[ExtraCells]
+    primary: PrimaryMetric
+    verdicts: Verdicts
 
     @model_validator(mode="after")
     def _floors_name_measured_cells(self) -> Bench:
+        primary = self.primary
+        if primary.concurrency not in self.concurrency or primary.input_tokens not in self.input_tokens:
+            raise ValueError(f"primary {primary.metric} names concurrency {primary.concurrency} / input "
+                             f"{primary.input_tokens}, not measured (concurrency {self.concurrency}, "
+                             f"input_tokens {self.input_tokens})")
+        if not any(rule.metric == primary.metric and rule.concurrency in (None, primary.concurrency)
+                   and rule.input_tokens in (None, primary.input_tokens) for rule in self.regression_tolerance):
+            raise ValueError(f"primary {primary.metric} at concurrency {primary.concurrency} / input "
+                             f"{primary.input_tokens} has no regression_tolerance rule: its tolerance is the "
+                             "smallest change a verdict claims")
         for floor in self.floors:
             if floor.concurrency not in self.concurrency or floor.input_tokens not in self.input_tokens:
                 raise ValueError(

@@ -10,7 +10,7 @@ Example::
 
     report = build_report(trials, start="wiki", policy=RegressionPolicy.from_profile(profile))
     print("\\n".join(report_table(report)))
-    best = report.best            # a recipe better beyond noise than the start, or None
+    best = report.best            # the recipe judged better than the start on the primary metric, or None
 """
 
 from __future__ import annotations
@@ -19,26 +19,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rigforge.bench.config import COMPLETIONS, CellKind
-from rigforge.updates.comparison import (
-    METRICS,
-    REGRESSION,
-    Comparison,
-    Metric,
-    RegressionPolicy,
-    cell_value,
-    compare,
-    repeat_values,
+from rigforge.bench.config import COMPLETIONS
+from rigforge.recipes.cells import (
+    DASH,
+    Key,
+    _fmt,
+    cell_key,
+    decode_c1,
+    drift_line,
+    measured_value,
+    metric,
+    primary_label,
+    primary_value,
+    where,
 )
+from rigforge.updates.comparison import Comparison, RegressionPolicy, compare
+from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
-#: A cell of a result: its kind (completions, chat…), concurrency and prompt length.
-Key = tuple[CellKind, int, int]
-
-START, BETTER, NOT_BETTER, SLOWER, DISQUALIFIED = (
-    "start", "better beyond noise", "not better beyond noise", "slower (regression)", "disqualified")
+START, DISQUALIFIED = "start", "disqualified"
+#: Older names of the verdicts (rigforge.updates.verdict has them all).
+SLOWER, NOT_BETTER = WORSE, CANNOT_TELL
+#: What a recipe can be called in the report.
+RECIPE_VERDICTS = (START, BETTER, WORSE, SAME, CANNOT_TELL, DISQUALIFIED)
+__all__ = ["DASH", "Key", "RECIPE_VERDICTS", "Report", "Trial", "cell_key", "decode_c1", "measured_value", "metric",
+           "where"]
 #: The two numbers the table shows per cell.
 TABLE_METRICS = ("decode_tps_per_user", "output_tps")
-DASH = "–"
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class RecipeVerdict:
     verdict: str
     detail: str
     decode_c1: float | None = None
+    primary: float | None = None  # the primary metric's median in the primary cell
+    repeats_to_decide: int | None = None  # cannot tell: about how many repeats a side of the primary would decide
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,10 @@ class Report:
     verdicts: tuple[RecipeVerdict, ...]
     best: str | None
     cells: tuple[Key, ...] = field(default=())
+    again: tuple[Mapping[str, Any], ...] = ()  # the start measured again (at the end; between recipes)
+    primary: str = ""  # "decode C=1 in=128" (the profile's bench.primary)
+    drift: str = ""  # the start's own drift on the primary, in words
+    spent: tuple[str, ...] = ()  # what more repeats were measured where a verdict could not tell, and their cost
 
     @property
     def passed(self) -> tuple[str, ...]:
@@ -89,102 +101,51 @@ class Report:
         return tuple(trial.recipe for trial in self.trials if trial.result is not None and not trial.disqualified)
 
 
-def metric(name: str) -> Metric:
-    return next(item for item in METRICS if item.name == name)
-
-
-def cell_key(cell: Mapping[str, Any]) -> Key:
-    return CellKind.of(dict(cell)), cell["concurrency"], cell["input_tokens"]
-
-
-def where(key: Key) -> str:
-    """``C=1 in=128``, or ``C=1 in=128 (chat, thinking off)`` for a cell of another kind."""
-    kind, concurrency, input_tokens = key
-    text = f"C={concurrency} in={input_tokens}"
-    return text if kind == COMPLETIONS else f"{text} ({kind.label})"
-
-
-def _cell(result: Mapping[str, Any], key: Key) -> Mapping[str, Any] | None:
-    return next((cell for cell in result.get("cells", []) if cell_key(cell) == key and cell.get("status") == "ok"),
-                None)
-
-
-def improved_beyond_noise(before: Mapping[str, Any], after: Mapping[str, Any], judged: Metric) -> bool:
-    """Every repeat after is better than every repeat before (at least two of each): a gain noise cannot make.
-
-    >>> m = metric("decode_tps_per_user")
-    >>> cell = lambda *v: {"repeats": [{"decode_tps_per_user": {"median": x}} for x in v]}
-    >>> improved_beyond_noise(cell(30, 31), cell(35, 36), m), improved_beyond_noise(cell(30, 36), cell(35, 37), m)
-    (True, False)
-    """
-    values_before, values_after = repeat_values(before, judged), repeat_values(after, judged)
-    if len(values_before) < 2 or len(values_after) < 2:
-        return False
-    if judged.higher_is_better:
-        return min(values_after) > max(values_before)
-    return max(values_after) < min(values_before)
-
-
-def judge_recipe(start: Mapping[str, Any], trial: Trial, policy: RegressionPolicy) -> RecipeVerdict:
-    """The verdict of one measured recipe against the starting recipe's result."""
+def judge_recipe(start: Mapping[str, Any], trial: Trial, policy: RegressionPolicy,
+                 again: Sequence[Mapping[str, Any]] = ()) -> RecipeVerdict:
+    """The verdict of one measured recipe against the starting recipe's runs (``again``: its later runs)."""
     assert trial.result is not None
-    comparison: Comparison = compare(start, trial.result, policy)
-    decode = decode_c1(trial.result)
-    if comparison.verdict == REGRESSION:
-        return RecipeVerdict(trial.recipe, SLOWER, comparison.summary(), decode)
-    gains = []
-    for row in comparison.cells:
-        if row.tolerance_percent is None:
-            continue
-        key = (row.kind, row.concurrency, row.input_tokens)
-        before, after = _cell(start, key), _cell(trial.result, key)
-        if before and after and improved_beyond_noise(before, after, row.metric):
-            gains.append(row)
-    if gains:
-        best_gain = max(gains, key=lambda row: -(row.worse_percent or 0.0))
-        return RecipeVerdict(trial.recipe, BETTER, best_gain.describe(), decode)
-    return RecipeVerdict(trial.recipe, NOT_BETTER, comparison.summary(), decode)
+    comparison: Comparison = compare(start, trial.result, policy, again)
+    primary = next((row for row in comparison.cells if row.primary), None)
+    deciding = comparison.deciding_cell()
+    detail = deciding.describe() if deciding else "no judged cell to compare"
+    return RecipeVerdict(trial.recipe, comparison.verdict, detail, decode_c1(trial.result),
+                         primary_value(trial.result, policy), primary.repeats_to_decide if primary else None)
 
 
-def decode_c1(result: Mapping[str, Any]) -> float | None:
-    """Decode tok/s per user in the result's first cell (lowest concurrency, shortest prompt)."""
-    cells = sorted((cell for cell in result.get("cells", [])
-                    if cell.get("status") == "ok" and CellKind.of(cell) == COMPLETIONS),
-                   key=lambda cell: (cell["concurrency"], cell["input_tokens"]))
-    return cell_value(cells[0], metric("decode_tps_per_user")) if cells else None
+def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy,
+                 again: Sequence[Mapping[str, Any]] = (), spent: Sequence[str] = ()) -> Report:
+    """Every trial judged against the starting recipe's runs; the best is the recipe judged ``better`` with the
+    best primary number (only the primary metric can make a recipe better).
 
-
-def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy) -> Report:
-    """Every trial judged against the starting recipe's; the best is the fastest recipe better beyond noise."""
+    + trials: the recipes tried, the start among them
+    + start: the starting recipe's name
+    + policy: ``RegressionPolicy.from_profile(profile)``
+    + again: the start's later results (measured again at the end, and between recipes)
+    + spent: what more repeats were measured where a verdict could not tell (lines for the report)
+    """
     by_name = {trial.recipe: trial for trial in trials}
     start_result = by_name[start].result if start in by_name and not by_name[start].disqualified else None
+    again = tuple(result for result in again if result) if start_result is not None else ()
     verdicts = []
     for trial in trials:
         if trial.disqualified:
             verdicts.append(RecipeVerdict(trial.recipe, DISQUALIFIED, trial.disqualified))
         elif trial.recipe == start:
             verdicts.append(RecipeVerdict(trial.recipe, START, "the recipe the rig started on",
-                                          decode_c1(trial.result or {})))
+                                          decode_c1(trial.result or {}), primary_value(trial.result or {}, policy)))
         elif start_result is None:
-            verdicts.append(RecipeVerdict(trial.recipe, NOT_BETTER, "no measured starting recipe to compare with",
+            verdicts.append(RecipeVerdict(trial.recipe, CANNOT_TELL, "no measured starting recipe to compare with",
                                           decode_c1(trial.result or {})))
         else:
-            verdicts.append(judge_recipe(start_result, trial, policy))
-    better = [verdict for verdict in verdicts if verdict.verdict == BETTER]
-    best = max(better, key=lambda verdict: verdict.decode_c1 or 0.0).recipe if better else None
+            verdicts.append(judge_recipe(start_result, trial, policy, again))
+    better = [verdict for verdict in verdicts if verdict.verdict == BETTER and verdict.primary is not None]
+    higher = policy.primary is None or metric(policy.primary.metric).higher_is_better
+    best = max(better, key=lambda verdict: (verdict.primary or 0.0) * (1 if higher else -1)).recipe if better else None
     cells = sorted({cell_key(cell) for trial in trials if trial.result for cell in trial.result.get("cells", [])},
                    key=lambda key: (*key[0].order, key[1], key[2]))
-    return Report(tuple(trials), start, tuple(verdicts), best, tuple(cells))
-
-
-def _fmt(value: float | None) -> str:
-    return DASH if value is None else f"{value:.1f}"
-
-
-def measured_value(result: Mapping[str, Any] | None, name: str, key: Key) -> float | None:
-    """The median over repeats of one metric in one cell of a result (None: not measured or failed)."""
-    cell = _cell(result or {}, key)
-    return cell_value(cell, metric(name)) if cell else None
+    return Report(tuple(trials), start, tuple(verdicts), best, tuple(cells), again, primary_label(policy),
+                  drift_line(start_result, again, policy), tuple(spent))
 
 
 def report_table(report: Report) -> list[str]:
@@ -199,6 +160,11 @@ def report_table(report: Report) -> list[str]:
         verdict = verdicts[trial.recipe]
         why = f"{verdict.verdict}: {short(verdict.detail)}" if verdict.verdict != START else START
         lines.append(f"| {trial.recipe} | " + " | ".join(values) + f" | {why.replace('|', '/')} |")
+    for number, result in enumerate(report.again, start=1):
+        values = [" / ".join(_fmt(measured_value(result, name, key)) for name in TABLE_METRICS)
+                  for key in report.cells]
+        lines.append(f"| {report.start} (again, {number}) | " + " | ".join(values) + " | the start measured again: "
+                     "its runs are pooled, their drift is noise |")
     return lines
 
 
@@ -244,16 +210,22 @@ def claims_table(report: Report) -> list[str]:
 def report_markdown(report: Report, host: str, stamp: str) -> str:
     """The whole report: the table, the claims, the disqualified ones with why, the best recipe."""
     lines = [f"# Recipe experiment on {host}, {stamp}", "", f"Started on **{report.start}**; medians over the "
-             "bench's repeats, decode tok/s per user / output tok/s. Verdicts: rigforge.updates.comparison under "
-             "the profile's bench.regression_tolerance; better beyond noise = every repeat better.", ""]
+             "bench's repeats, decode tok/s per user / output tok/s. Verdicts (docs/bench.md#verdicts): better "
+             f"only on the primary metric ({report.primary or 'none declared'}), significant across the repeats, "
+             "beyond its tolerance and the noise; worse (regression) on any judged metric the same way; same when "
+             "the primary is surely inside its tolerance; cannot tell otherwise.", ""]
     lines += report_table(report)
+    if report.drift:
+        lines += ["", f"Drift: {report.drift}."]
+    if report.spent:
+        lines += ["", "## More repeats where a verdict could not tell", ""] + [f"- {line}" for line in report.spent]
     if any(trial.claims for trial in report.trials):
         lines += ["", "## Claimed beside measured", ""] + claims_table(report)
     lines += ["", "## Images", ""] + [f"- **{trial.recipe}**: {image_line(trial)}" for trial in report.trials]
     out = [trial for trial in report.trials if trial.disqualified]
     if out:
         lines += ["", "## Disqualified", ""] + [f"- **{trial.recipe}**: {trial.disqualified}" for trial in out]
-    lines += ["", f"Best: {report.best or 'none better beyond noise than ' + report.start}"]
+    lines += ["", f"Best: {report.best or 'none judged better than ' + report.start}"]
     return "\n".join(lines) + "\n"
 
 
@@ -273,8 +245,10 @@ def image_line(trial: Trial) -> str:
 def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
     """The report as data (report.json): trials with where their results are, verdicts, the best."""
     return {
-        "host": host, "stamp": stamp, "start": report.start, "best": report.best,
-        "cells": [where(key) for key in report.cells],
+        "host": host, "stamp": stamp, "start": report.start, "best": report.best, "primary": report.primary,
+        "cells": [where(key) for key in report.cells], "drift": report.drift, "more_repeats": list(report.spent),
+        "start_again": [{where(key): {name: measured_value(result, name, key) for name in TABLE_METRICS}
+                         for key in report.cells} for result in report.again],
         "recipes": [{"recipe": trial.recipe, "description": trial.description, "source": trial.source,
                      "run_dir": trial.run_dir, "disqualified": trial.disqualified or None,
                      "claims": [dict(claim) for claim in trial.claims],

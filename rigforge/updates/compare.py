@@ -5,7 +5,7 @@ Usage::
     python -m rigforge.updates.compare results/rig2x-a/20261122T031455Z results/rig2x-a/20261123T041000Z
     python -m rigforge.updates.compare --host rig2x-a [--results results]   # latest vs the last run on another driver
 
-Exit status: 0 pass or within noise, 1 regression, 2 bad input (one line on stderr).
+Exit status: 0 better, same or cannot tell, 1 worse (regression), 2 bad input (one line on stderr).
 The tolerance comes from the profile the after-result was measured with (``--profile`` overrides).
 """
 

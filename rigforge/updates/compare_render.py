@@ -1,4 +1,4 @@
-"""A Comparison as a markdown table and a PNG (before/after bars, error bars = range over repeats)."""
+"""A Comparison as a markdown table and a PNG (before/after bars of the medians, whiskers over every repeat)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from rigforge.bench.config import COMPLETIONS
-from rigforge.updates.comparison import METRICS, Cell, Comparison
+from rigforge.updates.comparison import BETTER, METRICS, WORSE, Cell, Comparison
 
 DASH = "–"
 VERSION_KEYS = ("driver_version", "cuda_driver_version", "kernel", "recipe", "image", "engine_package",
                 "model_revision", "profile_hash")
-HEADER = "| C | in | metric | before | after | change | noise | tolerance | verdict |"
+HEADER = "| C | in | metric | before | after | change | p | noise | tolerance | verdict |"
 
 
 def _fmt(value: float | None, suffix: str = "", digits: int = 1, signed: bool = False) -> str:
@@ -42,12 +42,13 @@ def render_markdown(comparison: Comparison) -> str:
     lines += version_lines(comparison.before_metadata, comparison.after_metadata)
     lines += ["", HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
     for cell in comparison.cells:
-        noise = "no repeats" if cell.noise_percent is None else f"±{cell.noise_percent:.1f} %"
+        noise = DASH if cell.noise_percent is None else f"±{cell.noise_percent:.1f} %"
+        primary = " (primary)" if cell.primary else ""
         lines.append(
             f"| {cell.concurrency}{_kind(cell)} | {cell.input_tokens} | {cell.metric.label} {cell.metric.unit} "
             f"| {_fmt(cell.before)} | {_fmt(cell.after)} | {_fmt(cell.change_percent, ' %', signed=True)} "
-            f"| {noise} | {_fmt(cell.tolerance_percent, ' %', 0)} "
-            f"| {cell.verdict or cell.note or 'not judged'} |"
+            f"| {_fmt(cell.p_value, digits=3)} | {noise} | {_fmt(cell.tolerance_percent, ' %', 0)} "
+            f"| {cell.verdict or 'not judged'}{primary}{': ' + cell.note if cell.note else ''} |"
         )
     lines += ["", comparison.summary()]
     return "\n".join(lines) + "\n"
@@ -68,10 +69,15 @@ def render_plot(comparison: Comparison, png: Path) -> Path:
         positions = list(range(len(rows)))
         for offset, side, color in ((-0.2, "before", "tab:gray"), (0.2, "after", "tab:blue")):
             values = [getattr(cell, side) or 0.0 for cell in rows]
-            axes.bar([p + offset for p in positions], values, width=0.4, label=side, color=color)
+            repeats = [getattr(cell, f"{side}_repeats") or (value,) for cell, value in zip(rows, values, strict=True)]
+            whiskers = [[value - min(each) for value, each in zip(values, repeats, strict=True)],
+                        [max(each) - value for value, each in zip(values, repeats, strict=True)]]
+            axes.bar([p + offset for p in positions], values, width=0.4, label=side, color=color, yerr=whiskers,
+                     capsize=3)
         for position, cell in zip(positions, rows, strict=True):
-            if cell.verdict == "regression":
-                axes.annotate("regression", (position, cell.after or 0.0), ha="center", color="tab:red")
+            if cell.verdict in (WORSE, BETTER):
+                axes.annotate(cell.verdict, (position, cell.after or 0.0), ha="center",
+                              color="tab:red" if cell.verdict == WORSE else "tab:green")
         axes.set_xticks(positions, labels)
         axes.set_title(f"{metric.label} ({metric.unit}, {'higher' if metric.higher_is_better else 'lower'} is better)")
         axes.grid(True, axis="y", alpha=0.3)

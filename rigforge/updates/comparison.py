@@ -1,46 +1,48 @@
-"""Compare two bench results cell by cell, with the measured run-to-run noise, and give a verdict.
+"""Compare two bench results cell by cell and give a verdict that survives an A/A test.
 
-Verdicts (``Comparison.verdict``):
+Verdicts (``Comparison.verdict``, decided by rigforge.updates.verdict, which says why each is claimed):
 
-- ``"pass"``: every judged change is better, or worse by no more than the profile's tolerance.
-- ``"within noise"``: something is worse than its tolerance, but the runs cannot tell it from noise:
-  the change is no more than the spread measured between repeats of that cell (before or after)
-  *and* the best "after" repeat still reaches the worst "before" repeat.
-- ``"regression"``: something is worse than its tolerance and the repeats do not overlap (or the
-  change is past the measured spread), or a cell that measured before failed (or is missing) after.
+- ``"better"``: the profile's primary metric (``bench.primary``) improved significantly across the repeats,
+  beyond its tolerance and beyond the measured noise, and no other judged metric got worse.
+- ``"worse (regression)"``: some judged metric got significantly worse, beyond its tolerance and the noise, or a
+  cell that measured before failed (or is missing) after. Any judged metric can veto this way.
+- ``"same"``: no claim, and the primary's confidence interval lies inside ± its tolerance.
+- ``"cannot tell"``: no claim, and the repeats are too few or too noisy to say "same" (the row says how many
+  repeats would likely decide).
 
-Judged metrics are those the profile's ``bench.regression_tolerance`` rules name; the others are
-shown but never decide. Noise of a metric in a cell = (max - min) / median of its per-repeat values,
-the larger of before and after; a cell measured once has no measured noise (shown as "no repeats").
+Judged metrics are those the profile's ``bench.regression_tolerance`` rules name; the others are shown but
+never decide. ``before_again`` (the recipe tournament measures its start a second time at the end) is pooled
+with ``before``, and their difference is the start's drift, which a change must exceed too.
 Rendering lives in ``compare_render`` and the command line in ``compare`` (``python -m
 rigforge.updates.compare``); both import this module, never the other way round.
-Both conditions matter: a wide spread alone (one slow repeat on a loaded box) must not excuse an
-"after" whose every repeat is slower than every "before" repeat.
 
 Example::
 
     comparison = compare(load_result(before_dir), load_result(after_dir), RegressionPolicy.from_profile(profile))
     print(render_markdown(comparison))                # rigforge.updates.compare_render
-    render_plot(comparison, after_dir / "compare.png")
-    print(comparison.summary())  # decode C=1 in=128: 31.2 → 29.8 tok/s (-4.5 %, within noise ±6.1 %)
+    print(comparison.summary())  # same: decode C=1 in=128: 31.2 → 30.8 tok/s (-1.3 %, within ±5 % ...)
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
+from rigforge.updates.policy import Primary, RegressionPolicy, Tolerance
+from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE, Answer, Question, judge, overall
 
 __all__ = [
-    "METRICS", "Cell", "Comparison", "Metric", "RegressionPolicy", "Tolerance",
-    "compare", "find_results", "last_before", "last_before_driver_change", "load_result",
+    "BETTER", "CANNOT_TELL", "METRICS", "REGRESSION", "SAME", "WORSE", "Cell", "Comparison", "Metric", "Primary",
+    "RegressionPolicy", "Tolerance", "compare", "find_results", "last_before", "last_before_driver_change",
+    "load_result",
 ]
 
-PASS, WITHIN_NOISE, REGRESSION = "pass", "within noise", "regression"
+#: The regression verdict under its older name.
+REGRESSION = WORSE
 DASH = "–"
 
 
@@ -75,69 +77,26 @@ METRIC_NAMES = tuple(metric.name for metric in METRICS)
 
 
 @dataclass(frozen=True)
-class Tolerance:
-    """How much worse (in %) a metric may get; None concurrency/input_tokens: every cell."""
-
-    metric: str
-    max_worse_percent: float
-    concurrency: int | None = None
-    input_tokens: int | None = None
-
-    def specificity(self, concurrency: int, input_tokens: int) -> int:
-        """-1 if the rule does not apply to the cell, else how many of its cell fields matched."""
-        score = 0
-        for wanted, actual in ((self.concurrency, concurrency), (self.input_tokens, input_tokens)):
-            if wanted is not None:
-                if wanted != actual:
-                    return -1
-                score += 1
-        return score
-
-
-@dataclass(frozen=True)
-class RegressionPolicy:
-    """The tolerance rules; for a (cell, metric) the most specific matching rule applies."""
-
-    tolerances: tuple[Tolerance, ...] = ()
-
-    @classmethod
-    def from_profile(cls, profile: Any) -> RegressionPolicy:
-        """The policy of a Profile's ``bench.regression_tolerance`` (objects or mappings)."""
-        rules = getattr(profile.bench, "regression_tolerance", None) or []
-        return cls(tuple(_as_tolerance(rule) for rule in rules))
-
-    def tolerance(self, metric: str, concurrency: int, input_tokens: int) -> float | None:
-        """Allowed worsening in %, None if no rule judges this metric in this cell."""
-        best: tuple[int, float] | None = None
-        for rule in self.tolerances:
-            score = rule.specificity(concurrency, input_tokens) if rule.metric == metric else -1
-            if score >= 0 and (best is None or score > best[0]):
-                best = (score, rule.max_worse_percent)
-        return None if best is None else best[1]
-
-
-def _as_tolerance(rule: Any) -> Tolerance:
-    def read(name: str) -> Any:
-        return rule.get(name) if isinstance(rule, Mapping) else getattr(rule, name, None)
-
-    return Tolerance(read("metric"), float(read("max_worse_percent")), read("concurrency"), read("input_tokens"))
-
-
-@dataclass(frozen=True)
 class Cell:
     """One row: a metric of one cell, before and after, and what it means."""
 
     concurrency: int
     input_tokens: int
     metric: Metric
-    before: float | None
+    before: float | None  # median over the repeats (before: both runs of the start, pooled)
     after: float | None
-    change_percent: float | None  # (after - before) / before, signed
-    noise_percent: float | None  # measured run-to-run spread, None without repeats
+    change_percent: float | None  # (after - before) / before, signed, of the medians
+    noise_percent: float | None  # the noise a claim must exceed; None without two repeats a side
     tolerance_percent: float | None  # None: shown, not judged
-    verdict: str  # pass | within noise | regression | "" (not judged)
+    verdict: str  # better | worse (regression) | same | cannot tell | "" (not judged)
     note: str = ""
     kind: CellKind = COMPLETIONS  # how the cell's requests were sent (completions, chat with thinking on...)
+    before_repeats: tuple[float, ...] = ()
+    after_repeats: tuple[float, ...] = ()
+    p_value: float | None = None
+    drift_percent: float | None = None  # the start's own change between its two runs
+    repeats_to_decide: int | None = None
+    primary: bool = False
 
     @property
     def where(self) -> str:
@@ -153,20 +112,13 @@ class Cell:
         return -self.change_percent if self.metric.higher_is_better else self.change_percent
 
     def describe(self) -> str:
-        """decode C=1 in=128: 31.2 → 29.8 tok/s (-4.5 %, within noise ±6.1 %)."""
+        """decode C=1 in=128: 31.2 → 18.8 tok/s (-39.7 %; p = 0.003, beyond tolerance 5 % and noise ±4.1 %)."""
         where = f"{self.metric.label} {self.where}"
         if self.before is None or self.after is None:
             values = f"{_num(self.before)} → {_num(self.after)} {self.metric.unit}"
             return f"{where}: {values} ({self.note or 'not comparable'})"
-        noise = "no repeats" if self.noise_percent is None else f"±{self.noise_percent:.1f} %"
-        tolerance = f"tolerance {self.tolerance_percent:g} %"
-        judged = {
-            PASS: f"pass: {tolerance}, noise {noise}",
-            WITHIN_NOISE: f"within noise {noise}, {tolerance}",
-            REGRESSION: f"regression: beyond {tolerance}, not explained by noise {noise}",
-        }.get(self.verdict, f"not judged, noise {noise}")
         values = f"{self.before:.1f} → {self.after:.1f} {self.metric.unit}"
-        return f"{where}: {values} ({self.change_percent:+.1f} %, {judged})"
+        return f"{where}: {values} ({self.change_percent:+.1f} %; {self.note if self.verdict else 'not judged'})"
 
 
 @dataclass(frozen=True)
@@ -177,17 +129,16 @@ class Comparison:
     after_metadata: Mapping[str, Any]
     cells: tuple[Cell, ...]
     verdict: str
+    deciding: int | None = None  # the row that decided the verdict
 
     @property
     def regressed(self) -> bool:
-        return self.verdict == REGRESSION
+        return self.verdict == WORSE
 
     def deciding_cell(self) -> Cell | None:
-        """The judged row that decided the verdict (the worst), else the first decode row."""
-        rank = {REGRESSION: 2, WITHIN_NOISE: 1, PASS: 0}
-        judged = [cell for cell in self.cells if cell.verdict]
-        if judged:
-            return max(judged, key=lambda cell: (rank[cell.verdict], cell.worse_percent or 0.0))
+        """The row that decided the verdict, else the first decode row."""
+        if self.deciding is not None:
+            return self.cells[self.deciding]
         return next((cell for cell in self.cells if cell.metric.name == "decode_tps_per_user"), None)
 
     def summary(self) -> str:
@@ -229,71 +180,94 @@ def spread_percent(values: list[float]) -> float | None:
     return 0.0 if middle == 0 else (max(values) - min(values)) / abs(middle) * 100
 
 
-def _noise(before: Mapping[str, Any], after: Mapping[str, Any], metric: Metric) -> float | None:
-    spreads = [spread_percent(repeat_values(cell, metric)) for cell in (before, after)]
-    known = [spread for spread in spreads if spread is not None]
-    return max(known) if known else None
+def drift_percent(first: Mapping[str, Any] | None, again: Mapping[str, Any] | None, metric: Metric) -> float | None:
+    """How far the start's second run moved from its first (signed %, medians), None unless both measured."""
+    if not first or not again or first.get("status") != "ok" or again.get("status") != "ok":
+        return None
+    old, new = cell_value(first, metric), cell_value(again, metric)
+    return None if not old or new is None else (new - old) / old * 100
 
 
-def repeats_overlap(before: Mapping[str, Any], after: Mapping[str, Any], metric: Metric) -> bool:
-    """Whether the best repeat after is at least as good as the worst repeat before."""
-    values_before = repeat_values(before, metric) or [cell_value(before, metric) or 0.0]
-    values_after = repeat_values(after, metric) or [cell_value(after, metric) or 0.0]
-    if metric.higher_is_better:
-        return max(values_after) >= min(values_before)
-    return min(values_after) <= max(values_before)
+def _side(cells: list[Mapping[str, Any] | None], metric: Metric) -> tuple[float, ...]:
+    """Every repeat of the ok cells given (the start's runs pooled), each cell's own number without repeats."""
+    values: list[float] = []
+    for cell in cells:
+        if cell is not None and cell.get("status") == "ok":
+            repeats = repeat_values(cell, metric)
+            single = cell_value(cell, metric)
+            values += repeats or ([single] if single is not None else [])
+    return tuple(values)
 
 
-def judge_change(worse_percent: float, tolerance: float, noise: float | None, overlap: bool) -> str:
-    """pass if within tolerance; within noise if inside the spread with overlapping repeats; else regression."""
-    if worse_percent <= tolerance:
-        return PASS
-    if noise is not None and worse_percent <= noise and overlap:
-        return WITHIN_NOISE
-    return REGRESSION
-
-
-def compare_cell(key: tuple[CellKind, int, int], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-                 metric: Metric, policy: RegressionPolicy) -> Cell:
-    """One row; a cell that measured before but failed or vanished after is a regression if judged."""
+def compare_cell(key: tuple[CellKind, int, int], before: list[Mapping[str, Any] | None],
+                 after: Mapping[str, Any] | None, metric: Metric, policy: RegressionPolicy) -> Cell:
+    """One row before its verdict (``compare`` judges the judged rows together); a cell that measured before
+    but failed or vanished after is a regression if judged."""
     kind, concurrency, input_tokens = key
     tolerance = policy.tolerance(metric.name, concurrency, input_tokens)
-    ok_before = before is not None and before.get("status") == "ok"
-    ok_after = after is not None and after.get("status") == "ok"
-    value_before = cell_value(before, metric) if ok_before else None
-    value_after = cell_value(after, metric) if ok_after else None
-    if value_before is None or value_after is None:
-        lost = value_before is not None and tolerance is not None
-        note = "failed or missing after" if value_before is not None else "failed or missing before"
-        return Cell(concurrency, input_tokens, metric, value_before, value_after, None, None, tolerance,
-                    REGRESSION if lost else "", note, kind)
-    change = 0.0 if value_before == 0 else (value_after - value_before) / value_before * 100
-    noise = _noise(before, after, metric)
-    row = Cell(concurrency, input_tokens, metric, value_before, value_after, change, noise, tolerance, "", "", kind)
-    if tolerance is None:
-        return row
-    return replace(row, verdict=judge_change(row.worse_percent or 0.0, tolerance, noise,
-                                             repeats_overlap(before, after, metric)))
+    primary = policy.primary is not None and policy.primary.names(key, metric.name)
+    values_before, values_after = _side(before, metric), _side([after], metric)
+    if not values_before or not values_after:
+        lost = bool(values_before) and tolerance is not None
+        note = "failed or missing after" if values_before else "failed or missing before"
+        return Cell(concurrency, input_tokens, metric, _median(values_before), _median(values_after), None, None,
+                    tolerance, WORSE if lost else "", note, kind, values_before, values_after, primary=primary)
+    old, new = statistics.median(values_before), statistics.median(values_after)
+    change = 0.0 if old == 0 else (new - old) / old * 100
+    drifts = [drift for drift in (drift_percent(before[0], again, metric) for again in before[1:]) if drift is not None]
+    drift = max(drifts, key=abs) if drifts else None  # the largest: the start's runs moved at least this much
+    return Cell(concurrency, input_tokens, metric, old, new, change, None, tolerance, "", "", kind,
+                values_before, values_after, drift_percent=drift, primary=primary)
 
 
-def overall(cells: Iterable[Cell]) -> str:
-    """regression beats within noise beats pass."""
-    verdicts = {cell.verdict for cell in cells}
-    return REGRESSION if REGRESSION in verdicts else WITHIN_NOISE if WITHIN_NOISE in verdicts else PASS
+def _median(values: tuple[float, ...]) -> float | None:
+    return statistics.median(values) if values else None
 
 
-def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: RegressionPolicy) -> Comparison:
+def _judged(row: Cell, answer: Answer) -> Cell:
+    return replace(row, verdict=answer.verdict, note=answer.why, noise_percent=answer.noise_percent,
+                   p_value=answer.p_value, repeats_to_decide=answer.repeats_to_decide)
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: RegressionPolicy,
+            before_again: Sequence[Mapping[str, Any]] = ()) -> Comparison:
     """Compare two results (as loaded by ``load_result``) under the profile's policy.
 
-    + before: the baseline result, e.g. the last one on the previous driver
+    + before: the baseline result, e.g. the last one on the previous driver, or the tournament's start
     + after: the result to judge
     + policy: ``RegressionPolicy.from_profile(profile)``
+    + before_again: the baseline's later runs (A … A): pooled with ``before``; their drift is noise too
     """
     cells_before, cells_after = _cells_by_key(before), _cells_by_key(after)
+    runs_again = [_cells_by_key(result) for result in before_again]
     # Completion cells first, then each other kind; by concurrency and input length within a kind.
     keys = sorted(set(cells_before) | set(cells_after), key=lambda key: (*key[0].order, key[1], key[2]))
-    rows = tuple(
-        compare_cell(key, cells_before.get(key), cells_after.get(key), metric, policy)
-        for key in keys for metric in METRICS
-    )
-    return Comparison(before.get("metadata") or {}, after.get("metadata") or {}, rows, overall(rows))
+    rows = [compare_cell(key, [cells_before.get(key), *(cells.get(key) for cells in runs_again)],
+                         cells_after.get(key), metric, policy)
+            for key in keys for metric in METRICS]
+    judged = [index for index, row in enumerate(rows) if row.tolerance_percent is not None and not row.verdict
+              and row.change_percent is not None]
+    questions = [Question(rows[index].before_repeats, rows[index].after_repeats, rows[index].metric.higher_is_better,
+                          rows[index].tolerance_percent or 0.0, rows[index].primary, rows[index].drift_percent)
+                 for index in judged]
+    for index, answer in zip(judged, judge(questions, policy.false_claim_rate), strict=True):
+        rows[index] = _judged(rows[index], answer)
+    return _verdict(before, after, tuple(rows))
+
+
+def _verdict(before: Mapping[str, Any], after: Mapping[str, Any], rows: tuple[Cell, ...]) -> Comparison:
+    """The rows' verdict: a lost judged cell or a worse row vetoes; else the primary's verdict (rigforge.updates.
+    verdict.overall); without a primary, same only when every judged row is."""
+    lost = [index for index, row in enumerate(rows) if row.verdict == WORSE and row.change_percent is None]
+    judged = [index for index, row in enumerate(rows) if row.verdict and row.change_percent is not None]
+    primary = next((position for position, index in enumerate(judged) if rows[index].primary), None)
+    answers = [Answer(rows[index].verdict, rows[index].change_percent, rows[index].p_value, rows[index].noise_percent,
+                      None, rows[index].repeats_to_decide, rows[index].note) for index in judged]
+    verdict, deciding = overall(answers, primary)
+    if lost:
+        return Comparison(before.get("metadata") or {}, after.get("metadata") or {}, rows, WORSE, lost[0])
+    if not judged:
+        verdict, deciding = SAME, None
+    return Comparison(before.get("metadata") or {}, after.get("metadata") or {}, rows, verdict,
+                      judged[deciding] if deciding is not None else None)
+

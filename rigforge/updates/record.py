@@ -23,14 +23,16 @@ from typing import Any
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.profile import Profile
 from rigforge.updates.compare_render import render_markdown, render_plot
-from rigforge.updates.comparison import METRICS, RegressionPolicy, cell_value, compare
+from rigforge.updates.comparison import METRICS, WORSE, RegressionPolicy, cell_value, compare
 from rigforge.updates.history import find_results, load_result
 
 UPDATES_DIR = "updates"
 #: The workload of a bench run: results that differ in any of these are not comparable.
 WORKLOAD_KEYS = ("model", "endpoint", "concurrency", "input_tokens", "output_tokens", "cell_seconds",
                  "warmup_requests", "extra_cells")
-REGRESSION = "regression"
+#: The regression verdict; records written before verdicts were calibrated say "regression".
+REGRESSION = WORSE
+OLD_REGRESSION = "regression"
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,15 @@ class UpdateRecord:
     decode_after: float | None
     verdict: str
     summary: str
+    apart: str = ""  # how far apart the two benches were, and what that allows
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict in (REGRESSION, OLD_REGRESSION)
 
     @property
     def ok(self) -> bool:
-        return self.verdict != REGRESSION
+        return not self.regressed
 
     @property
     def change_pct(self) -> float | None:
@@ -64,7 +71,8 @@ class UpdateRecord:
         change = f"{self.change_pct:+.1f} %" if self.change_pct is not None else "n/a"
         return [f"driver {what} on {self.host}: {self.driver_before} -> {self.driver_after}; decode C=1 "
                 f"{_number(self.decode_before)} -> {_number(self.decode_after)} tok/s ({change}); "
-                f"verdict: {self.verdict}", self.summary, f"baseline {self.baseline}; after {self.after}"]
+                f"verdict: {self.verdict}", self.summary, f"baseline {self.baseline}; after {self.after}",
+                *([self.apart] if self.apart else [])]
 
 
 def _number(value: float | None) -> str:
@@ -89,11 +97,27 @@ def profile_workload(profile: Profile) -> dict[str, Any]:
             "extra_cells": [cells.model_dump() for cells in bench.extra_cells]}
 
 
-def finished_at(result: dict[str, Any]) -> datetime | None:
+def finished_at(result: dict[str, Any], key: str = "finished") -> datetime | None:
     try:
-        return datetime.fromisoformat(str(result.get("finished")))
+        return datetime.fromisoformat(str(result.get(key)))
     except ValueError:
         return None
+
+
+def apart_line(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """How far apart the two benches were, and what that allows: nothing measured the unchanged rig's drift
+    over that span (the recipe tournament measures its start twice; a driver update cannot run the old driver
+    after the new one without a second reboot), so only a change past the tolerance, significant across the
+    repeats and beyond twice their spread is claimed.
+
+    >>> apart_line({"finished": "2026-11-23T04:00:00+00:00"}, {"started": "2026-11-23T04:14:30+00:00"})[:60]
+    'the benches were 14.5 min apart, with the driver change and '
+    """
+    finished, started = finished_at(before), finished_at(after, "started")
+    gap = f"{(started - finished).total_seconds() / 60:.1f} min" if finished and started else "an unknown time"
+    return (f"the benches were {gap} apart, with the driver change and a reboot between: the rig's drift over "
+            "that span is not measured, so a verdict needs a change past the tolerance, significant across the "
+            "repeats and beyond twice their spread")
 
 
 def recent_baseline(root: Path, host: str, profile: Profile, installed: str | None,
@@ -146,7 +170,8 @@ def judge_update(root: Path, host: str, profile: Profile, driver_before: str | N
     record = UpdateRecord(host=host, started=started, rollback=rollback, driver_before=driver_before,
                           driver_after=driver_after, baseline=str(before_dir), after=str(after_dir),
                           decode_before=headline_decode(before), decode_after=headline_decode(after),
-                          verdict=str(comparison.verdict), summary=comparison.summary())
+                          verdict=str(comparison.verdict), summary=comparison.summary(),
+                          apart=apart_line(before, after))
     write_record(root, record)
     return record
 

@@ -12,11 +12,12 @@ The engine runs on the CPU, so the driver version cannot change its speed: the c
 equal within the sandbox's noise, the throttled one regresses.
 
 Sandbox profile data (not stand-ins, but chosen for this noisy 2-core machine): one bench cell (C=1) of 10 s
-(a few requests per repeat, not one), no speed floor (a loaded machine pushed an unthrottled rig under the
-sandbox's floor, then 1 tok/s, which stopped the rollout at its baseline), and a decode tolerance of 40 % instead of
-the base profile's 5 %, so CPU noise from the other hosts rarely reads as a regression while a 0.25-CPU rig
-(several times slower) does. A change reads as "within noise" only while the repeats before and after
-overlap, so a baseline repeat that the machine's load slowed cannot hide the throttled rig's slowdown.
+(a few requests per repeat, not one), measured 3 times (two repeats leave Welch's test about one degree of
+freedom: even the throttled rig's drop could read "cannot tell"), no speed floor (a loaded machine pushed an
+unthrottled rig under the sandbox's floor, then 1 tok/s, which stopped the rollout at its baseline), and a decode
+tolerance of 40 % instead of the base profile's 5 %, so CPU noise from the other hosts is never claimed as a
+regression while a 0.25-CPU rig (several times slower) is. A driver update that changes nothing (the first
+rig's: the engine runs on the CPU) must never read "worse (regression)" and never roll back.
 
 The tests share the three hosts and run in file order (regression first, then the clean finish, then
 the second run); a failed step skips the rest. The finish and the second run are marked slow (the suite's time
@@ -41,6 +42,7 @@ from rigforge.sandbox import SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma
 from rigforge.updates.record import records_since
+from rigforge.updates.verdict import WORSE
 from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 STANDIN_GPUS = {"count": 2, "model": "RTX PRO 6000 Blackwell", "compute_capability": "12.0", "memory_mib": 97887,
                 "bar1_mib": 131072, "topology": "PIX", "pcie_gen": 5, "pcie_width": 16, "persistence_mode": True}
-SANDBOX_BENCH = {"concurrency": [1], "cell_seconds": 10, "floors": [],
+SANDBOX_BENCH = {"concurrency": [1], "cell_seconds": 10, "floors": [], "repeats": 3,
                  "regression_tolerance": [{"metric": "decode_tps_per_user", "max_worse_percent": 40}]}
 # A quarter of one CPU: several times slower than the 2-CPU rigs (a clear regression past 40 %), yet its
 # benches, reboot and rollback still take about a minute each (at 0.05 CPU a bench took ten).
@@ -88,7 +90,7 @@ def _unthrottle(host: SandboxHost) -> None:
 def _unthrottle_once_regressed(fleet: Fleet, host: SandboxHost, stop: threading.Event) -> None:
     """Give ``host`` its CPUs back as soon as its update record says regression (or when told to stop)."""
     while not stop.wait(1.0):
-        if any(record.verdict == "regression" for record in records_since(fleet.results, host.name, "0")):
+        if any(record.regressed for record in records_since(fleet.results, host.name, "0")):
             _unthrottle(host)
             return
 
@@ -143,12 +145,15 @@ def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) ->
     assert run.returncode == 1, output[-6000:]
     assert f"rollout STOPPED at {slow.name}" in output and f"untouched: {last.name}" in output, output[-6000:]
     assert f"| {first.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
-    assert f"regression; rolled back to {OLD_DRIVER} |" in output
+    assert f"worse (regression); rolled back to {OLD_DRIVER} |" in output
     assert f"| {last.name} | {NEW_DRIVER} not applied |" in output
     assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER, OLD_DRIVER, OLD_DRIVER]
     assert exec_in(slow, "cat /etc/rigforge/driver-previous").stdout.strip() == OLD_DRIVER
     update, rollback = records_since(fleet.results, slow.name, started)[-2:]
-    assert (update.verdict, update.driver_after, rollback.rollback) == ("regression", NEW_DRIVER, True)
+    assert (update.verdict, update.driver_after, rollback.rollback) == (WORSE, NEW_DRIVER, True)
+    assert "the benches were" in update.apart and "min apart" in update.apart
+    unchanged = records_since(fleet.results, first.name, started)
+    assert len(unchanged) == 1 and not unchanged[0].regressed, unchanged  # a driver that changes nothing
     assert update.decode_after < update.decode_before  # measured, not asserted as a speed
     assert rollback.decode_after is not None and rollback.decode_after > update.decode_after
     assert (Path(update.after) / "comparison.md").is_file() and (Path(update.after) / "comparison.png").is_file()

@@ -6,12 +6,17 @@ bench client): three that differ in speed, ``rope-broken`` whose output is garba
 never comes up (both fixture recipes, made to fail the ways published recipes fail). The bench is cut down to
 one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed. Each recipe's
 ``startup`` promise (threads, slots, context per slot) is checked by the trial against llama.cpp's own start-up
-lines, which the health wait keeps; a recipe measured passed it. The tests share the two hosts and run in order.
+lines, which the health wait keeps; a recipe measured passed it. The A/A test adds two recipes identical to
+``default`` on one host: they must never be judged better or worse, and keep=best must never move the rig to one;
+``one-thread`` (really ~40 % slower decode on an idle 2-core box) must be found worse unless the run itself says it
+cannot tell (the start drifted past the tolerance, or the noise exceeds 40 %). The tests share the two hosts and
+run in order.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,13 +29,21 @@ from rigforge.recipes.choice import EXPERIMENT_RECORD, PROFILE_RECORD
 from rigforge.recipes.startup import STARTUP_RECORD, recorded_lines, startup_report
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from roles.service import UNIT_PATH
 from tests.e2e.conftest import Sandbox
 from tests.e2e.interrupt import interrupt_when, processes
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
 RECIPES = load_profile("sandbox").recipe_names
-BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.0, "repeats": 1, "warmup_requests": 0}
+# One repeat: no verdict can be claimed (cannot tell), and no budget for more repeats (the A/A test below has them).
+BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.0, "repeats": 1, "warmup_requests": 0,
+         "verdicts": {"decide_budget_s": 0}}
+# The A/A tournament: three repeats of one 2 s cell (two leave Welch's test about one degree of freedom), and
+# 20 s for more repeats where a verdict cannot tell (it exercises that path; at this noise it rarely decides).
+AA_BENCH = {**BENCH, "cell_seconds": 2.0, "repeats": 3, "warmup_requests": 1, "verdicts": {"decide_budget_s": 20}}
+IDENTICAL = {name: {"description": "identical to default: only the name differs (an A/A test)",
+                    "source": "tests/e2e/test_recipes_on_hosts.py"} for name in ("aa1", "aa2")}
 
 
 @dataclass
@@ -39,6 +52,8 @@ class Fleet:
     inventory: Path
     tmp: Path
     results: Path
+    sandbox: Sandbox
+    model: Path
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +63,7 @@ def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     hosts = [sandbox.fresh_host("recipe1"), sandbox.fresh_host("recipe2")]
     overrides = {"model": {"local_path": str(model)}, "bench": BENCH}
     inventory = sandbox.write_inventory(tmp / "inventory.py", hosts, "sandbox", overrides)
-    fleet = Fleet(hosts, inventory, tmp, tmp / "results")
+    fleet = Fleet(hosts, inventory, tmp, tmp / "results", sandbox, model)
     run(fleet, "deploys/full.py", "--data", "bench=false")
     yield fleet
 
@@ -95,6 +110,33 @@ def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet
         assert f"[{host.name}] | recipe | C=1 in=128 | verdict against default |" in output
         assert f"[{host.name}] recipes: 3 of 5 measured, 2 disqualified; back on default" in output
     assert_no_changes(fleet.inventory, "deploys/full.py")
+
+
+def test_identical_recipes_are_never_judged_and_keep_best_stays_on_the_start(fleet: Fleet) -> None:
+    host = fleet.hosts[0]
+    overrides = {"model": {"local_path": str(fleet.model)}, "bench": AA_BENCH, "engine": {"recipes": IDENTICAL}}
+    aa = fleet.sandbox.write_inventory(fleet.tmp / "aa.py", [host], "sandbox", overrides)
+    result = run_pyinfra(aa, "deploys/recipes.py", "--data", "recipes=aa1,aa2,one-thread", "--data", "keep=best",
+                         env={"RIGFORGE_RESULTS_DIR": str(fleet.results)})
+    output = result.stdout + result.stderr
+    folder = sorted((fleet.results / host.name).glob("recipes-*"))[-1]
+    report = json.loads((folder / "report.json").read_text())
+    by_name = {entry["recipe"]: entry for entry in report["recipes"]}
+    assert list(by_name) == ["default", "aa1", "aa2", "one-thread"], report
+    for name in ("aa1", "aa2"):
+        assert by_name[name]["verdict"] in (SAME, CANNOT_TELL), by_name[name]
+    # one-thread is ~40 % slower on an idle 2-core box; on a loaded one llama.cpp's two threads wait on each other
+    # and one thread is faster (measured: 78.8 against 43.9 tok/s). Either way the verdict must say why it makes
+    # no claim: the start's drift past the tolerance, or noise too large to tell a 40 % change.
+    slower = by_name["one-thread"]
+    noise = re.search(r"noise ±([0-9.]+) %", slower["detail"])
+    unsteady = "the start itself drifted" in slower["detail"] or bool(noise and float(noise[1]) > 40)
+    assert slower["verdict"] == WORSE or (slower["verdict"] == CANNOT_TELL and unsteady), slower
+    assert report["best"] != "aa1" and report["best"] != "aa2"
+    assert len(report["start_again"]) == 1 and report["drift"].startswith("the start measured again")
+    assert any(line.startswith("the start measured again: 1 bench") for line in report["more_repeats"])
+    assert running_recipe(host) == ("default", "default") or report["best"] == "one-thread"
+    assert f"[{host.name}] recipes: the start measured again" in output
 
 
 def test_a_switch_stays_until_the_next_switch(fleet: Fleet) -> None:

@@ -218,6 +218,7 @@ def test_reports_from_a_real_result(result: dict[str, Any], tmp_path: Path) -> N
     from rigforge.bench_runs.report import judge
 
     profile = load_profile("sandbox", {"bench": {"input_tokens": [48], "concurrency": [1, 2],
+                                                 "primary": {"input_tokens": 48},  # a measured cell
                                                  "floors": [{"concurrency": 1, "input_tokens": 48,
                                                              "min_output_tps": 1, "min_decode_tps_per_user": 1}]}})
     for stamp in ("20261122T010000Z", "20261122T020000Z"):
