@@ -47,7 +47,10 @@ def model_overrides(path: Path) -> dict[str, Any]:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return {
         "model": {"source": "local", "local_path": str(path), "path": f"/srv/models/{path.stem}", "size_gb": 0.1,
-                  "files": [{"name": path.name, "sha256": digest, "size": path.stat().st_size}]},
+                  "files": [{"name": path.name, "sha256": digest, "size": path.stat().st_size}],
+                  # A test model of a few thousand parameters: Gemma's count and quantisation, which bound the
+                  # size from below at load, are not its own.
+                  "parameters": None, "quantisation": None},
         # One cell is enough to show a broken model failing by name.
         "bench": {"concurrency": [1]},
     }
