@@ -329,3 +329,66 @@ def test_the_primary_spends_half_the_false_claim_rate_and_the_others_share_the_r
     assert [a.verdict for a in judge([primary, other], rate)] == [CANNOT_TELL, CANNOT_TELL]
     assert [a.verdict for a in judge([other, other], p_value * 2.5)] == [BETTER, BETTER]  # Holm: p < rate/2
     assert [a.verdict for a in judge([other, other], p_value * 1.5)] == [CANNOT_TELL, CANNOT_TELL]
+
+
+def test_the_primary_does_not_share_its_half_of_the_claim_rate_with_the_other_metrics() -> None:
+    # C=2 decode -5.7 %, past its 5 % tolerance and the ±5.0 % noise, p = 0.015: the other judged metrics share
+    # half of 5 % by Holm (3 of them: p must be under 0.008), so it is no claim; pooled with the primary it would be
+    base = [30.0, 30.9, 29.1, 30.0]
+    before = result(cell(1, 128, TIGHT), cell(2, 128, base))
+    comparison = compare(before, result(cell(1, 128, scaled(TIGHT, 1.3)), cell(2, 128, scaled(base, 1 / 1.06))),
+                         POLICY)
+    other = row(comparison, "decode_tps_per_user", "C=2 in=128")
+    assert other.p_value == pytest.approx(0.0152, abs=0.0005) and abs(other.change_percent) > 5.6
+    assert other.verdict == CANNOT_TELL and comparison.verdict == BETTER
+
+
+def test_a_tolerance_of_zero_claims_any_change_past_the_noise() -> None:
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 0.0),), Primary("decode_tps_per_user", 1, 128))
+    comparison = compare(result(cell(1, 128, TIGHT)), result(cell(1, 128, scaled(TIGHT, 1.005))), policy)
+    assert row(comparison, "decode_tps_per_user").tolerance_percent == 0.0 and comparison.verdict == BETTER
+
+
+def test_the_largest_drift_of_the_start_is_the_one_that_counts() -> None:
+    start, after = result(cell(1, 128, STEADY)), result(cell(1, 128, scaled(STEADY, 1.5)))
+    runs = [result(cell(1, 128, scaled(STEADY, 0.9))), result(cell(1, 128, scaled(STEADY, 1.01)))]
+    comparison = compare(start, after, POLICY, before_again=runs)
+    decode = row(comparison, "decode_tps_per_user")
+    assert decode.drift_percent == pytest.approx(-10.0) and comparison.verdict == CANNOT_TELL
+
+
+def test_a_start_without_a_number_to_drift_from_is_no_drift() -> None:
+    zero, again = result(cell(1, 128, [0.0, 0.0])), result(cell(1, 128, STEADY))
+    comparison = compare(zero, result(cell(1, 128, STEADY)), POLICY, before_again=[again])
+    assert row(comparison, "decode_tps_per_user").drift_percent is None
+    unmeasured = result(cell(1, 128, STEADY) | {"repeats": [{}, {}], "metrics": {}})
+    comparison = compare(result(cell(1, 128, STEADY)), result(cell(1, 128, STEADY)), POLICY, before_again=[unmeasured])
+    assert row(comparison, "decode_tps_per_user").drift_percent is None
+
+
+def test_a_metric_a_cell_did_not_record_is_missing_not_zero() -> None:
+    without_itl = cell(1, 128, [30.0])
+    del without_itl["metrics"]["itl_ms"]
+    comparison = compare(result(without_itl), result(without_itl), POLICY)
+    itl = row(comparison, "itl_p50_ms")
+    assert (itl.before, itl.after, itl.before_repeats, itl.note) == (None, None, (), "failed or missing before")
+    assert compare({}, {}, POLICY).cells == () and compare({}, {}, POLICY).verdict == SAME
+
+
+def test_a_lost_primary_cell_keeps_what_it_measured_and_the_metadata() -> None:
+    before = result(cell(1, 128, [20.0, 21.0]))
+    after = result(cell(1, 128, [20.0, 21.0], status="failed"), driver="595")
+    comparison = compare(before, after, POLICY)
+    lost = row(comparison, "decode_tps_per_user")
+    assert (lost.primary, lost.tolerance_percent, lost.before_repeats, lost.after_repeats) == (True, 2.0,
+                                                                                               (20.0, 21.0), ())
+    assert comparison.verdict == WORSE and comparison.deciding_cell() == lost
+    assert (comparison.before_metadata, comparison.after_metadata) == ({"driver_version": "590"},
+                                                                      {"driver_version": "595"})
+    assert compare({"cells": before["cells"]}, {"cells": after["cells"]}, POLICY).before_metadata == {}
+    assert compare({"cells": before["cells"]}, {"cells": after["cells"]}, POLICY).after_metadata == {}
+
+
+def test_a_compared_row_no_rule_judges_carries_no_note() -> None:
+    comparison = compare(result(cell(1, 128, STEADY)), result(cell(1, 128, STEADY)), POLICY)
+    assert (row(comparison, "output_tps").verdict, row(comparison, "output_tps").note) == ("", "")
