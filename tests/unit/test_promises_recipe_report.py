@@ -286,3 +286,24 @@ def test_an_image_line_names_every_ref_and_nothing_when_there_are_none() -> None
     assert image_line(Trial("x", "d", "s", image="rigforge/vllm:1", image_git_refs=refs)) == (
         "rigforge/vllm:1 (VLLM_REF v1 = a, FLASHINFER_REF v2 = b)")
     assert image_line(Trial("x", "d", "s", image="rigforge/vllm:1")) == "rigforge/vllm:1"
+
+
+def test_the_start_measured_again_is_its_own_row_and_its_drift_a_line_of_the_report() -> None:
+    report = build_report(TRIALS[:2], "default", POLICY, [measured(1.3, 1.0)])
+    assert report_table(report)[-1] == ("| default (again, 1) | 39.0 / 78.0 | 20.0 / 40.0 | – / – | the start measured "
+                                        "again: its runs are pooled, their drift is noise |")
+    lines = report_markdown(report, "h", "s").splitlines()
+    drift = lines.index("Drift: the start measured again: decode C=1 in=128 moved +30.0 % from its first run.")
+    assert lines[drift - 1] == "" and lines[drift - 2] == report_table(report)[-1]
+    assert lines[0] == "# Recipe experiment on h, s"
+
+
+def test_a_report_without_a_primary_says_none_was_declared() -> None:
+    markdown = report_markdown(build_report(TRIALS[:2], "default", RegressionPolicy(POLICY.tolerances)), "h", "s")
+    assert "better only on the primary metric (none declared), significant" in markdown
+
+
+def test_a_recipe_with_no_cell_in_common_with_the_start_has_no_judged_cell() -> None:
+    report = build_report([Trial("default", "d", "s", result()), Trial("empty", "d", "s", result())], "default",
+                          POLICY)
+    assert report.verdicts[1].detail == "no judged cell to compare" and report.best is None
