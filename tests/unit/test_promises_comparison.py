@@ -25,6 +25,7 @@ from rigforge.updates.comparison import (
     RegressionPolicy,
     Tolerance,
     compare,
+    spread_percent,
 )
 from rigforge.updates.significance import welch_log
 from rigforge.updates.verdict import Question, judge
@@ -392,3 +393,20 @@ def test_a_lost_primary_cell_keeps_what_it_measured_and_the_metadata() -> None:
 def test_a_compared_row_no_rule_judges_carries_no_note() -> None:
     comparison = compare(result(cell(1, 128, STEADY)), result(cell(1, 128, STEADY)), POLICY)
     assert (row(comparison, "output_tps").verdict, row(comparison, "output_tps").note) == ("", "")
+
+
+def test_a_profile_whose_bench_names_no_rules_primary_or_claim_rate_reads_as_none() -> None:
+    class Bench:
+        pass
+
+    class Profile:
+        bench = Bench()
+
+    assert RegressionPolicy.from_profile(Profile()) == RegressionPolicy((), None, 0.05)
+
+
+def test_the_spread_is_max_minus_min_over_the_median() -> None:
+    # what tests/unit/test_compare.py narrows recorded repeats with
+    assert spread_percent([10.0, 12.0, 11.0]) == pytest.approx(2 / 11 * 100)
+    assert spread_percent([-10.0, -12.0, -11.0]) == pytest.approx(2 / 11 * 100)
+    assert spread_percent([0.0, 0.0]) == 0.0 and spread_percent([5.0]) is None
