@@ -9,6 +9,8 @@ tests/unit/test_compare.py.
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 import pytest
@@ -27,8 +29,8 @@ from rigforge.updates.comparison import (
     compare,
     spread_percent,
 )
-from rigforge.updates.significance import welch_log
-from rigforge.updates.verdict import Question, judge
+from rigforge.updates.significance import incomplete_beta, t_two_sided_p, welch_log
+from rigforge.updates.verdict import Question, judge, overall
 
 DECODE, OUTPUT, TTFT50, TTFT99, ITL50, ITL99 = METRICS
 #: Decode may get 5 % worse anywhere, 2 % at C=1 in=128, 10 % for every prompt at C=8; TTFT p50 20 %.
@@ -410,3 +412,77 @@ def test_the_spread_is_max_minus_min_over_the_median() -> None:
     assert spread_percent([10.0, 12.0, 11.0]) == pytest.approx(2 / 11 * 100)
     assert spread_percent([-10.0, -12.0, -11.0]) == pytest.approx(2 / 11 * 100)
     assert spread_percent([0.0, 0.0]) == 0.0 and spread_percent([5.0]) is None
+
+
+# --- the numbers behind the claims -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("t", "df", "p_value"), [
+    (0.0, 4, 1.0),  # no change: certainly explained by chance
+    (0.5, 2, 1 - 0.5 / math.sqrt(2.25)),  # df 2 has a closed form: p = 1 - t / sqrt(2 + t^2)
+    (1.0, 2, 1 - 1 / math.sqrt(3.0)),
+    (1.0, 1, 0.5),  # df 1 is the Cauchy distribution: half its mass lies beyond 1
+    (0.01, 30, 1 - 0.02 * math.exp(math.lgamma(15.5) - math.lgamma(15.0)) / math.sqrt(30 * math.pi)),  # ~ density
+])
+def test_a_small_t_is_no_evidence_at_any_degrees_of_freedom(t: float, df: float, p_value: float) -> None:
+    assert t_two_sided_p(t, df) == pytest.approx(p_value, abs=1e-6)
+
+
+def test_a_huge_t_is_overwhelming_evidence_at_many_degrees_of_freedom() -> None:
+    assert t_two_sided_p(30.0, 30) < 1e-20 and t_two_sided_p(30.0, 58) < 1e-30
+    assert t_two_sided_p(math.inf, 4) == 0.0
+
+
+def test_the_incomplete_beta_function_runs_from_zero_to_one() -> None:
+    assert incomplete_beta(2.0, 0.5, 0.0) == 0.0 and incomplete_beta(2.0, 0.5, 1.0) == 1.0
+    assert incomplete_beta(2.0, 0.5, -0.1) == 0.0 and incomplete_beta(2.0, 0.5, 1.1) == 1.0
+    assert incomplete_beta(1.0, 1.0, 0.3) == pytest.approx(0.3)  # the uniform distribution
+    assert incomplete_beta(1.0, 1.0, 0.9) == pytest.approx(0.9)
+
+
+def sample(mean: float, sd_log: float, repeats: int) -> tuple[float, ...]:
+    """``repeats`` values whose logs have this mean and exactly this sample standard deviation."""
+    pattern = [(-1.0) ** index for index in range(repeats - repeats % 2)] + [0.0] * (repeats % 2)
+    scale = sd_log / statistics.stdev(pattern)
+    return tuple(mean * math.exp(scale * z) for z in pattern)
+
+
+@pytest.mark.parametrize(("change", "tolerance", "spread"), [  # spread: of one repeat, in log units
+    (1.10, 2.0, 0.04), (1.08, 2.0, 0.03),  # a change past the tolerance: more repeats would claim it
+    (1.0, 5.0, 0.03), (1.007, 2.0, 0.01), (1.0, 2.0, 0.02), (1.005, 2.0, 0.02), (1.004, 2.0, 0.03),  # or call it same
+])
+def test_the_repeats_cannot_tell_asks_for_would_decide_at_the_same_spread_and_one_fewer_would_not(
+        change: float, tolerance: float, spread: float) -> None:
+    question = Question(sample(30.0, spread, 2), sample(30.0 * change, spread, 2), True, tolerance, primary=True)
+    answer = judge([question], 0.05)[0]
+    needed = answer.repeats_to_decide
+    assert answer.verdict == CANNOT_TELL and needed is not None and 3 <= needed <= 30
+    assert f"about {needed} repeats a side would decide" in answer.why
+
+    def verdict(repeats: int) -> str:
+        return judge([Question(sample(30.0, spread, repeats), sample(30.0 * change, spread, repeats), True,
+                               tolerance, primary=True)], 0.05)[0].verdict
+
+    assert verdict(needed) != CANNOT_TELL
+    assert needed == 3 or verdict(needed - 1) == CANNOT_TELL
+
+
+def test_more_repeats_than_the_most_are_not_proposed() -> None:
+    # +3.4 % against a 5 % tolerance at 3 % spread: 31 repeats a side would call it same, 30 would not
+    question = Question(sample(30.0, 0.03, 2), sample(30.0 * 1.034, 0.03, 2), True, 5.0, primary=True)
+    answer = judge([question], 0.05)[0]
+    assert answer.verdict == CANNOT_TELL and answer.repeats_to_decide is None
+    assert answer.why.endswith("more than 30 repeats a side would be needed at this noise")
+
+
+def test_the_largest_regression_decides_wherever_it_sits() -> None:
+    before = result(cell(1, 128, STEADY), cell(1, 512, STEADY), cell(8, 512, STEADY))
+    after = result(cell(1, 128, STEADY), cell(1, 512, scaled(STEADY, 0.6)), cell(8, 512, scaled(STEADY, 0.8)))
+    assert compare(before, after, POLICY).deciding_cell().where == "C=1 in=512"
+
+
+def test_without_a_primary_same_is_decided_by_the_first_judged_row() -> None:
+    policy = RegressionPolicy((Tolerance("ttft_p50_ms", 20.0),))
+    steady = result(cell(1, 128, TIGHT), cell(1, 512, TIGHT))
+    comparison = compare(steady, steady, policy)
+    assert comparison.verdict == SAME and comparison.deciding_cell() == row(comparison, "ttft_p50_ms")
+    assert overall([], None) == (SAME, None)
