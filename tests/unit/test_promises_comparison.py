@@ -10,6 +10,7 @@ tests/unit/test_compare.py.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from typing import Any
 
@@ -29,7 +30,7 @@ from rigforge.updates.comparison import (
     compare,
     spread_percent,
 )
-from rigforge.updates.significance import incomplete_beta, t_two_sided_p, welch_log
+from rigforge.updates.significance import Welch, incomplete_beta, t_quantile, t_two_sided_p, welch_log
 from rigforge.updates.verdict import Question, judge, overall
 
 DECODE, OUTPUT, TTFT50, TTFT99, ITL50, ITL99 = METRICS
@@ -486,3 +487,21 @@ def test_without_a_primary_same_is_decided_by_the_first_judged_row() -> None:
     comparison = compare(steady, steady, policy)
     assert comparison.verdict == SAME and comparison.deciding_cell() == row(comparison, "ttft_p50_ms")
     assert overall([], None) == (SAME, None)
+
+
+def test_the_noise_a_claim_must_pass_is_twice_the_spread_of_one_repeat_or_the_drift() -> None:
+    steady, tight = Question(sample(30.0, 0.02, 3), sample(36.0, 0.02, 3), True, 2.0, primary=True), \
+        Question(sample(30.0, 0.001, 3), sample(30.0, 0.001, 3), True, 2.0, primary=True)
+    assert judge([steady], 0.05)[0].noise_percent == pytest.approx(math.expm1(0.04) * 100, rel=1e-9)
+    assert judge([tight], 0.05)[0].noise_percent == pytest.approx(math.expm1(0.002) * 100, rel=1e-9)
+    drifted = Question(steady.before, steady.after, True, 20.0, primary=True, drift_percent=-12.5)
+    assert judge([drifted], 0.05)[0].noise_percent == 12.5
+
+
+def test_same_states_the_interval_of_the_change() -> None:
+    welch = Welch(0.0, 0.01, 4.4, 0.01, (3, 3))
+    low, high = welch.interval_percent(0.05)
+    half = t_quantile(0.05, 4.4) * 0.01
+    assert (low, high) == (pytest.approx(math.expm1(-half) * 100), pytest.approx(math.expm1(half) * 100))
+    same = primary_only(TIGHT, scaled(TIGHT, 1.015))
+    assert re.search(r"within ±2 % \(interval \+1\.\d … \+1\.\d %\)", row(same, "decode_tps_per_user").note)
