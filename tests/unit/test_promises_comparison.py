@@ -10,7 +10,6 @@ tests/unit/test_compare.py.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from typing import Any
 
@@ -109,7 +108,8 @@ def test_a_change_inside_its_tolerance_is_never_claimed() -> None:
     assert same.verdict == SAME and row(same, "decode_tps_per_user").p_value < 0.01
     # the same +1.5 % at ±1 % noise: its interval reaches past 2 %, so neither claimed nor same
     unsure = primary_only(STEADY, scaled(STEADY, 1.015))
-    assert unsure.verdict == CANNOT_TELL and row(unsure, "decode_tps_per_user").verdict == CANNOT_TELL
+    assert unsure.verdict == CANNOT_TELL and row(unsure, "decode_tps_per_user").note == (
+        "not significant (p = 0.14), noise ±2.0 %; more than 30 repeats a side would be needed at this noise")
 
 
 def test_a_significant_change_inside_the_noise_is_not_claimed_and_more_repeats_would_not_decide() -> None:
@@ -130,7 +130,9 @@ def test_a_start_that_drifted_past_its_tolerance_allows_no_claim() -> None:
     decode = row(drifted, "decode_tps_per_user")
     assert drifted.verdict == CANNOT_TELL and decode.verdict == CANNOT_TELL and decode.repeats_to_decide is None
     assert decode.drift_percent == pytest.approx(10.0) and decode.before_repeats == (*STEADY, *scaled(STEADY, 1.1))
-    assert "the start itself drifted +10.0 %" in decode.note and "a steadier machine would decide" in decode.note
+    assert decode.note == ("the start itself drifted +10.0 %, beyond tolerance 2 %: the machine changed during the "
+                           "run; "
+                           "a steadier machine would decide, not more repeats")
     # the drift is noise a claim must pass even inside the tolerance
     steady_again = compare(start, after, POLICY, before_again=[result(cell(1, 128, scaled(STEADY, 1.01)))])
     assert steady_again.verdict == BETTER and row(steady_again, "decode_tps_per_user").drift_percent == \
@@ -331,6 +333,7 @@ def test_the_primary_spends_half_the_false_claim_rate_and_the_others_share_the_r
     rate = p_value * 1.5  # enough alone; not once halved
     assert judge([primary], rate)[0].verdict == BETTER
     assert [a.verdict for a in judge([primary, other], rate)] == [CANNOT_TELL, CANNOT_TELL]
+    assert judge([primary, other], p_value * 2.5)[0].verdict == BETTER  # half of it, not a third
     assert [a.verdict for a in judge([other, other], p_value * 2.5)] == [BETTER, BETTER]  # Holm: p < rate/2
     assert [a.verdict for a in judge([other, other], p_value * 1.5)] == [CANNOT_TELL, CANNOT_TELL]
 
@@ -504,4 +507,18 @@ def test_same_states_the_interval_of_the_change() -> None:
     half = t_quantile(0.05, 4.4) * 0.01
     assert (low, high) == (pytest.approx(math.expm1(-half) * 100), pytest.approx(math.expm1(half) * 100))
     same = primary_only(TIGHT, scaled(TIGHT, 1.015))
-    assert re.search(r"within ±2 % \(interval \+1\.\d … \+1\.\d %\)", row(same, "decode_tps_per_user").note)
+    assert row(same, "decode_tps_per_user").note == "within ±2 % (interval +1.2 … +1.8 %)"
+
+
+def test_a_tolerance_of_zero_calls_a_small_steady_drop_a_regression_and_no_change_cannot_tell() -> None:
+    policy = RegressionPolicy((Tolerance("decode_tps_per_user", 0.0),), Primary("decode_tps_per_user", 1, 128))
+    assert compare(result(cell(1, 128, TIGHT)), result(cell(1, 128, scaled(TIGHT, 0.995))), policy).verdict == WORSE
+    answer = judge([Question((30.0, 30.0, 30.0), (30.0, 30.0, 30.0), True, 0.0, primary=True)], 0.05)[0]
+    assert (answer.verdict, answer.repeats_to_decide) == (CANNOT_TELL, 3)
+
+
+def test_a_lower_is_better_metric_is_held_to_its_own_tolerance() -> None:
+    # TTFT up 15 % against its 20 %: inside the tolerance, never a regression
+    comparison = compare(result(cell(1, 64, STEADY, scaled(TIGHT, 10.0))),
+                         result(cell(1, 64, STEADY, scaled(TIGHT, 11.5))), POLICY)
+    assert row(comparison, "ttft_p50_ms", "C=1 in=64").verdict == SAME and comparison.verdict != WORSE
