@@ -522,3 +522,13 @@ def test_a_lower_is_better_metric_is_held_to_its_own_tolerance() -> None:
     comparison = compare(result(cell(1, 64, STEADY, scaled(TIGHT, 10.0))),
                          result(cell(1, 64, STEADY, scaled(TIGHT, 11.5))), POLICY)
     assert row(comparison, "ttft_p50_ms", "C=1 in=64").verdict == SAME and comparison.verdict != WORSE
+
+
+def test_a_side_with_a_value_of_zero_or_less_has_no_test_and_small_positive_values_do() -> None:
+    assert welch_log([30.0, 31.0], [0.0, 31.0]) is None and welch_log([0.0, 31.0], [30.0, 31.0]) is None
+    assert welch_log([0.5, 0.6], [0.7, 0.8]) is not None  # e.g. seconds, not milliseconds
+
+
+def test_a_cell_new_after_keeps_its_repeats() -> None:
+    comparison = compare(result(), result(cell(4, 128, [9.0, 9.5])), POLICY)
+    assert row(comparison, "decode_tps_per_user", "C=4 in=128").after_repeats == (9.0, 9.5)
