@@ -8,8 +8,9 @@ It runs ``pyinfra -y INVENTORY deploys/doctor.py`` (the inventory's own connecti
 sudo, sandbox hosts alike), which reads each rig's kernel log, engine journal and the smoke bench's failure
 lines (in the journal as ``rigforge-bench``) with one command, and its driver versions (a reboot pending after
 a driver update is a ``driver`` row), and takes no lock. Each rig gets its rows (or
-``none``); exit 1 when a rig shows a failure (fail or blocking) or could not be read, 0 when all are clean or
-show only warnings.
+``none``, only when no log holds a line at error level: error lines no signature recognises are an
+``unrecognised-error-lines`` row of their own); exit 1 when a rig shows a failure (fail or blocking), unrecognised
+error lines, or could not be read, 0 when all are clean or show only warnings.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def render_table(hosts: list[str], records: dict[str, dict[str, Any]]) -> str:
 
 
 def verdict_status(hosts: list[str], records: dict[str, dict[str, Any]]) -> int:
-    """1 when a rig was not read or shows a fail/blocking hit, else 0."""
+    """1 when a rig was not read or shows a fail, blocking or unrecognised hit, else 0."""
     for name in hosts:
         record = records.get(name)
         if record is None or any(hit["severity"] != "warn" for hit in record["hits"]):

@@ -28,7 +28,7 @@ def hit_record(hit: Hit) -> dict[str, object]:
     """What the doctor's table shows of a hit (plain data)."""
     signature = hit.signature
     return {"id": hit.id, "where": hit.where, "severity": hit.severity, "count": hit.count, "line": hit.line,
-            "cause": signature["cause"], "fix": signature["fix"], "profile_fields": signature["profile_fields"]}
+            "cause": signature["cause"], "fix": hit.fix, "profile_fields": signature["profile_fields"]}
 
 
 @deploy("Doctor")

@@ -1,9 +1,11 @@
 """The log lines known failures show in: the kernel log since boot, the engine's journal since its start, and
 the smoke bench's own failure lines since the engine's start.
 
-One command, bounded output: each log is filtered on the rig with ``grep -F`` on the signatures' needles
-(inventory/known-failures.yaml), and only the last ``MAX_LINES`` filtered lines of each come back. A
-kernel log of 10,000 lines on a healthy rig sends nothing.
+One command, bounded output: each whole window is filtered on the rig with ``grep -F`` on the signatures'
+needles (inventory/known-failures.yaml) and the words every error-level line holds
+(``rigforge.known_failures.match.ERROR_WORDS``), and only those candidate lines come back: the first
+``HEAD_LINES`` and the last ``TAIL_LINES`` of each log, so a failure at the window's start is not crowded out
+by a chatty log after it. A kernel log of 10,000 lines on a healthy rig sends a handful.
 
 The kernel log is journald's entries with ``SYSLOG_IDENTIFIER=kernel`` (what ``journalctl -k`` shows,
 read through the identifier so a host without a kernel of its own can be given lines: the e2e stand-in),
@@ -23,7 +25,10 @@ from pyinfra.api import FactBase
 
 from rigforge.reads.parsing import split_sections
 
-MAX_LINES = 50
+#: Candidate lines a log sends at most: its first HEAD_LINES and its last TAIL_LINES (each cut at LINE_CHARS).
+HEAD_LINES = 500
+TAIL_LINES = 1500
+LINE_CHARS = 2000
 KERNEL_SECTION = "kernel"
 ENGINE_SECTION = "engine"
 BENCH_SECTION = "bench"
@@ -67,11 +72,25 @@ def parse_failure_logs(text: str) -> FailureLogs:
 
 
 def grep_needles(needles: list[str]) -> str:
-    """``grep -F -e N1 -e N2 … | tail -n MAX_LINES`` (or nothing at all when there is no needle)."""
+    """``grep -aF -e N1 -e N2 …``, each line cut, then its first and last lines (nothing when there is no needle).
+
+    >>> grep_needles([])
+    'cat >/dev/null'
+    """
     if not needles:
         return "cat >/dev/null"
-    words = " ".join(f"-e {shlex.quote(needle)}" for needle in needles)
-    return f"grep -F {words} | tail -n {MAX_LINES}"
+    words = " ".join(f"-e {shlex.quote(needle)}" for needle in dict.fromkeys(needles))
+    return f"grep -aF {words} | cut -c1-{LINE_CHARS} | {head_and_tail(HEAD_LINES, TAIL_LINES)}"
+
+
+def head_and_tail(head: int, tail: int) -> str:
+    """An awk filter passing a stream's first ``head`` and last ``tail`` lines, in order, in one pass.
+
+    >>> head_and_tail(1, 2)
+    "awk -v h=1 -v t=2 'NR<=h{print;next}{b[NR%t]=$0}END{for(i=(NR-t>h?NR-t+1:h+1);i<=NR;i++)print b[i%t]}'"
+    """
+    program = "NR<=h{print;next}{b[NR%t]=$0}END{for(i=(NR-t>h?NR-t+1:h+1);i<=NR;i++)print b[i%t]}"
+    return f"awk -v h={head} -v t={tail} '{program}'"
 
 
 def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str], engine_needles: list[str],
@@ -117,12 +136,14 @@ class KnownFailureLogs(FactBase[FailureLogs]):
 
     def command(self, since: str | None = None) -> str:
         from rigforge.known_failures import needles
+        from rigforge.known_failures.match import ERROR_WORDS
         from rigforge.serving.engines import UNIT_NAME
 
         if since is not None and not SINCE.match(since):
             raise ValueError(f"KnownFailureLogs: since {since!r} is not a journalctl time (e.g. -2h, 2026-11-24 03:00)")
-        engine = list(dict.fromkeys(needles("engine") + needles("startup")))
-        return failure_logs_command(UNIT_NAME, since, needles("kernel"), engine, needles("bench"))
+        engine = list(dict.fromkeys(needles("engine") + needles("startup") + list(ERROR_WORDS["engine"])))
+        kernel = needles("kernel") + list(ERROR_WORDS["kernel"])
+        return failure_logs_command(UNIT_NAME, since, kernel, engine, needles("bench"))
 
     @staticmethod
     def default() -> FailureLogs:

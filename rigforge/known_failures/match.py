@@ -4,6 +4,11 @@ The signatures arrive as plain mappings (``Signature.as_data()`` on the controll
 the health-wait script on the rig), so this module needs neither pydantic nor the YAML file. The health
 wait runs it on the rig as ``python3 - JOURNAL_FILE [--hung]`` with ``main`` fed its signatures.
 
+A line at error level that no signature recognises (a traceback's last line, ``ERROR``, ``Error response from
+daemon``, a ``CUDA error``, an ``NVRM:`` failure, a process that exited non-zero) is not dropped: the log's
+unrecognised error lines come back as one hit of their own (``unrecognised_hit``), so a log with an error in it
+never reads as clean.
+
     hits = match_lines(signatures, lines, where="startup")
     for hit in hits:
         print(hit_line(hit))    # known failure llama-port-in-use: another process ...; fix: ...
@@ -14,12 +19,43 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
 #: Longest line kept in a report: a kernel or engine line can be kilobytes (a tensor dump).
 MAX_LINE = 240
+#: The severity of error lines no signature recognises.
+UNRECOGNISED = "unrecognised"
+#: Fixed text every line at error level holds, by log (the rig's grep sends these lines beside the needles').
+ERROR_WORDS = {
+    "kernel": ("NVRM:",),
+    "engine": ("Error", "ERROR", "error", "Exception", "NVRM:", "Cuda failure", " E ", "[E", "exited, code=",
+               "Failed with result"),
+}
+#: A line at error level, by log. Kernel: the NVIDIA driver's failures and every Xid. Engine: a traceback's last
+#: line (``RuntimeError: ...``, ``torch.OutOfMemoryError: ...``), a logger's ERROR level (vLLM, SGLang, Python's
+#: logging, glog's ``E1206``, llama.cpp's `` E ``), Docker's refusal, a CUDA error, an NVRM failure, a process that
+#: exited non-zero (systemd's words).
+ERROR_LINES = {
+    "kernel": r"NVRM: (?:Xid |.*(?:\b[Ff]ailed\b|\b[Ee]rror\b|[Tt]imed? ?out|Assertion|mismatch|[Cc]annot |"
+              r"unexpected|No firmware))",
+    "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|\bERROR\b|"
+              r"Error response from daemon|CUDA error\b|Cuda failure|\bNVRM: .*(?:failed|[Ee]rror)|"
+              r"(?:^|[\s\]]|: )\[?E\d{4} \d|^(?:.*: )?\d+\.\d{2}\.\d{3}\.\d{3} E |"
+              r"Main process exited, code=(?:exited, status=[1-9]|killed|dumped)|Failed with result '|"
+              r"(?:^|\s)(?:fatal |initialization )?error: ",
+}
+#: How a place's lines are read for error level (startup lines are the engine's).
+ERROR_PLACE = {"kernel": "kernel", "engine": "engine", "startup": "engine"}
+#: The cause and fix an unrecognised-lines hit carries.
+UNRECOGNISED_SIGNATURE = {
+    "id": "unrecognised-error-lines", "severity": UNRECOGNISED, "profile_fields": [],
+    "cause": "lines at error level that no known failure recognises: the rig may be failing in a way this doctor "
+             "does not know",
+    "fix": "read the first line and the log around it (journalctl -u rigforge-engine, journalctl -k); when it is a "
+           "failure, add its class to inventory/known-failures.yaml",
+}
 
 
 @dataclass(frozen=True)
@@ -30,12 +66,14 @@ class Hit:
     + where: the log it was found in (kernel, engine, startup, bench)
     + line: the first matching line, cut at MAX_LINE characters
     + count: matching lines in that log
+    + found: the pattern's named groups in that line (Xid 154's ``action``: the recovery action it carries)
     """
 
     signature: Mapping[str, Any]
     where: str
     line: str
     count: int
+    found: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -44,8 +82,16 @@ class Hit:
 
     @property
     def severity(self) -> str:
-        """blocking, fail or warn."""
+        """blocking, fail, warn, or unrecognised (error lines no signature knows)."""
         return str(self.signature["severity"])
+
+    @property
+    def fix(self) -> str:
+        """The signature's fix, with what the line carries filled in (``{action}``: Xid 154's recovery action)."""
+        text = str(self.signature["fix"])
+        for name, value in self.found.items():
+            text = text.replace("{" + name + "}", value)
+        return text
 
 
 def needles_of(signature: Mapping[str, Any]) -> tuple[str, ...]:
@@ -108,10 +154,41 @@ def match_lines(signatures: Iterable[Mapping[str, Any]], lines: Sequence[str], w
             words = needles_of(signature)
             candidates = [line for line in held if any(word in line for word in words)]
         pattern = re.compile(signature["pattern"])  # re caches compiled patterns
-        matching = [line for line in candidates if pattern.search(line)]
+        matching = [(line, found) for line in candidates if (found := pattern.search(line))]
         if matching:
-            hits.append(Hit(signature, where, matching[0].strip()[:MAX_LINE], len(matching)))
+            line, found = matching[0]
+            groups = {name: value for name, value in found.groupdict().items() if value}
+            hits.append(Hit(signature, where, line.strip()[:MAX_LINE], len(matching), groups))
     return hits
+
+
+def unrecognised_hit(signatures: Iterable[Mapping[str, Any]], lines: Sequence[str], where: str) -> Hit | None:
+    """The lines at error level in ``where`` that no signature shown there recognises, as one hit (or None).
+
+    + signatures: the signatures as mappings
+    + lines: the log's lines, oldest first
+    + where: kernel, engine or startup (the bench's lines have a verdict of their own: never unrecognised)
+
+    >>> unrecognised_hit([], ["ok", "RuntimeError: something new"], "engine").count
+    1
+    """
+    place = ERROR_PLACE.get(where)
+    if place is None:
+        return None
+    error_line = re.compile(ERROR_LINES[place])
+    errors = [line for line in held_lines(lines, ERROR_WORDS[place]) if error_line.search(line)]
+    if not errors:
+        return None
+    patterns = [re.compile(s["pattern"]) for s in signatures if any(ERROR_PLACE.get(w) == place for w in s["where"])]
+    unknown = [line for line in errors if not any(pattern.search(line) for pattern in patterns)]
+    if not unknown:
+        return None
+    return Hit(UNRECOGNISED_SIGNATURE, where, unknown[0].strip()[:MAX_LINE], len(unknown))
+
+
+def explained(hits: Iterable[Hit]) -> bool:
+    """True when a known failure of severity fail or blocking explains a log (its other error lines follow it)."""
+    return any(hit.severity in ("fail", "blocking") for hit in hits)
 
 
 def hit_line(hit: Hit) -> str:
@@ -120,8 +197,9 @@ def hit_line(hit: Hit) -> str:
     >>> hit_line(Hit({"id": "x", "severity": "fail", "cause": "c", "fix": "f"}, "startup", "l", 1))
     'known failure x (fail): c; fix: f'
     """
-    signature = hit.signature
-    return f"known failure {hit.id} ({hit.severity}): {signature['cause']}; fix: {signature['fix']}"
+    if hit.severity == UNRECOGNISED:
+        return f"{hit.count} unrecognised error line(s) ({hit.severity}), first: {hit.line}; {hit.fix}"
+    return f"known failure {hit.id} ({hit.severity}): {hit.signature['cause']}; fix: {hit.fix}"
 
 
 def main(signatures: Sequence[Mapping[str, Any]], argv: Sequence[str]) -> int:
@@ -133,7 +211,9 @@ def main(signatures: Sequence[Mapping[str, Any]], argv: Sequence[str]) -> int:
     path, hung = argv[0], "--hung" in argv[1:]
     with open(path, encoding="utf-8", errors="replace") as journal:
         lines = journal.read().splitlines()
-    for hit in match_lines(signatures, lines, "startup", hung=hung):
+    hits = match_lines(signatures, lines, "startup", hung=hung)
+    unknown = unrecognised_hit(signatures, lines, "startup")
+    for hit in hits + ([unknown] if unknown and not explained(hits) else []):
         print(hit_line(hit))
     return 0
 
