@@ -82,7 +82,11 @@ class Hit:
 
     @property
     def severity(self) -> str:
-        """blocking, fail, warn, or unrecognised (error lines no signature knows)."""
+        """blocking, fail, warn, or unrecognised (error lines no signature knows); a value the line carries may set
+        it (``severity_by``: Xid 154's action ``None`` is warn)."""
+        for name, table in (self.signature.get("severity_by") or {}).items():
+            if self.found.get(name) in table:
+                return str(table[self.found[name]])
         return str(self.signature["severity"])
 
     @property

@@ -44,6 +44,8 @@ class Signature(BaseModel):
     + pattern: Python regular expression searched in a line
     + hang_only: the line is normal unless the engine hung right after it (see the YAML header)
     + severity: blocking (wedged GPU or link), fail, warn
+    + severity_by: the severity a value of one of the pattern's named groups sets instead (Xid 154's carried
+      ``action``: ``None`` is warn, a reset is blocking)
     + cause, fix: in words, from the source
     + profile_fields: dotted profile settings the fix changes
     + source: where cause and fix come from
@@ -58,6 +60,7 @@ class Signature(BaseModel):
     pattern: Text
     hang_only: bool = False
     severity: Severity
+    severity_by: dict[str, dict[str, Severity]] = {}
     cause: Text
     fix: Text
     profile_fields: list[str] = []
@@ -72,6 +75,17 @@ class Signature(BaseModel):
         except re.error as exc:
             raise ValueError(f"{pattern!r} does not compile: {exc}") from None
         return pattern
+
+    @field_validator("severity_by")
+    @classmethod
+    def _groups_exist(cls, table: dict[str, dict[str, str]], info: ValidationInfo) -> dict[str, dict[str, str]]:
+        pattern = info.data.get("pattern")
+        if pattern is None:
+            return table  # already reported on its own field
+        missing = sorted(set(table) - set(re.compile(pattern).groupindex))
+        if missing:
+            raise ValueError(f"{missing[0]!r} is not a named group of the pattern")
+        return table
 
     @field_validator("profile_fields")
     @classmethod

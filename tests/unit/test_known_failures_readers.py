@@ -78,7 +78,7 @@ def test_one_row_per_known_failure_blocking_for_a_wedged_gpu() -> None:
         ("known-failures", "fail", True), ("known-failures", "fail", False), ("known-failures", "warn", False),
         ("known-failures", "fail", False)]
     assert rows[0].found.startswith("xid-79-fallen-off-bus in the kernel log: 2026-11-24T03:12:09")
-    assert "power-cycle the rig" in rows[0].fix
+    assert "RESTART_BM" in rows[0].fix
     assert any("known-failures" in line and "fail (blocking)" in line for line in table_lines(rows))
 
 
