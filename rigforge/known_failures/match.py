@@ -30,18 +30,18 @@ UNRECOGNISED = "unrecognised"
 #: Fixed text every line at error level holds, by log (the rig's grep sends these lines beside the needles').
 ERROR_WORDS = {
     "kernel": ("NVRM:",),
-    "engine": ("Error", "ERROR", "error", "Exception", "NVRM:", "Cuda failure", " E ", "[E", "exited, code=",
+    "engine": ("Error", "ERROR", "error", "Exception", "NVRM:", " E ", "[E", "exited, code=",
                "Failed with result"),
 }
 #: A line at error level, by log. Kernel: the NVIDIA driver's failures and every Xid. Engine: a traceback's last
 #: line (``RuntimeError: ...``, ``torch.OutOfMemoryError: ...``), a logger's ERROR level (vLLM, SGLang, Python's
 #: logging, glog's ``E1206``, llama.cpp's `` E ``), Docker's refusal, a CUDA error, an NVRM failure, a process that
-#: exited non-zero (systemd's words).
+#: exited non-zero (systemd's words). NCCL's WARN lines are warnings: nccl-warning knows the ones that matter.
 ERROR_LINES = {
     "kernel": r"NVRM: (?:Xid |.*(?:\b[Ff]ailed\b|\b[Ee]rror\b|[Tt]imed? ?out|Assertion|mismatch|[Cc]annot |"
               r"unexpected|No firmware))",
     "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|\bERROR\b|"
-              r"Error response from daemon|CUDA error\b|Cuda failure|\bNVRM: .*(?:failed|[Ee]rror)|"
+              r"Error response from daemon|CUDA error\b|\bNVRM: .*(?:failed|[Ee]rror)|"
               r"(?:^|[\s\]]|: )\[?E\d{4} \d|^(?:.*: )?\d+\.\d{2}\.\d{3}\.\d{3} E |"
               r"Main process exited, code=(?:exited, status=[1-9]|killed|dumped)|Failed with result '|"
               r"(?:^|\s)(?:fatal |initialization )?error: ",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rigforge.known_failures import known_signatures, match_lines, signature_data
+from rigforge.known_failures.match import unrecognised_hit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HARMLESS = FIXTURES / "known-failures" / "harmless"
@@ -68,6 +69,12 @@ def test_no_signature_matches_a_harmless_line() -> None:
 
 def test_no_signature_matches_the_corpus_as_one_log() -> None:
     assert matched_ids(corpus()) == set()
+
+
+def test_the_corpus_holds_no_unrecognised_error_line() -> None:
+    """Healthy logs say nothing at error level: the unrecognised row stays quiet on them, in every log."""
+    lines = corpus()
+    assert [unrecognised_hit(ALL, lines, where) for where in ("kernel", "engine", "startup")] == [None, None, None]
 
 
 #: Real failure lines that are no signature's example -> the signature each must give (source beside each).
