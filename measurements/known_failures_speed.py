@@ -8,9 +8,11 @@ Measured, each ``--repeats`` times (median, and the spread of the repeats as the
 - ``per-signature``: the matcher before the prefilter (each signature scans every line for its needles);
 - ``prefilter``: ``rigforge.known_failures.match_lines`` (every needle found with ``str.find`` in the joined
   log, then the signatures on the lines that hold one);
-- ``grep -F | tail``: the doctor's path on the rig (the fact's own filter, ``rigforge.facts.logs.grep_needles``)
-  with the matcher on the lines it sends;
-- ``health wait``: the wait script's matcher (``rigforge.known_failures.match.main``) reading the whole file.
+- ``grep -F | head+tail``: the doctor's path on the rig (the fact's own filter, ``rigforge.facts.logs.grep_needles``,
+  on the needles and the error words, the whole window, the first and last candidate lines) with the matcher on
+  the lines it sends;
+- ``health wait``: the wait script's matcher (``rigforge.known_failures.match.main``: the signatures and the
+  unrecognised error lines) reading the whole file.
 
 Every path must report the same signatures; the script says so.
 
@@ -37,8 +39,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from rigforge.facts.logs import grep_needles  # noqa: E402
 from rigforge.known_failures import known_signatures, match_lines, needles, signature_data  # noqa: E402
+from rigforge.known_failures.match import ERROR_WORDS, needles_of  # noqa: E402
 from rigforge.known_failures.match import main as wait_main  # noqa: E402
-from rigforge.known_failures.match import needles_of  # noqa: E402
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 PREFIX = "2026-11-26T14:{minute:02d}:{second:02d}+0000 rig2x-a docker[4121]: "
@@ -88,8 +90,8 @@ def prefiltered(signatures: list[dict[str, Any]], lines: Sequence[str], where: s
 
 
 def through_grep(signatures: list[dict[str, Any]], path: Path) -> list[tuple[str, int]]:
-    """The doctor's path: the rig's grep -F on the engine needles, the last lines, then the matcher."""
-    engine = list(dict.fromkeys(needles("engine") + needles("startup")))
+    """The doctor's path: the rig's grep -F on the engine needles and error words, head and tail, then the matcher."""
+    engine = list(dict.fromkeys(needles("engine") + needles("startup") + list(ERROR_WORDS["engine"])))
     sent = subprocess.run(["sh", "-c", f"< {path} {grep_needles(engine)}"], capture_output=True, text=True,
                           check=True).stdout.splitlines()
     found: dict[str, int] = {}
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = {
             "per-signature": timed(args.repeats, lambda: per_signature(signatures, lines, "startup")),
             "prefilter": timed(args.repeats, lambda: prefiltered(signatures, lines, "startup")),
-            "grep -F | tail + matcher": timed(args.repeats, lambda: through_grep(signatures, path)),
+            "grep -F | head+tail + matcher": timed(args.repeats, lambda: through_grep(signatures, path)),
             "health wait (reads the file)": timed(args.repeats, lambda: health_wait(startup, path)),
         }
     print(f"journal: {len(lines):,} lines, {size / 1e6:.0f} MB, {len(planted)} failure lines planted; "

@@ -3,9 +3,11 @@ the smoke bench's own failure lines since the engine's start.
 
 One command, bounded output: each whole window is filtered on the rig with ``grep -F`` on the signatures'
 needles (inventory/known-failures.yaml) and the words every error-level line holds
-(``rigforge.known_failures.match.ERROR_WORDS``), and only those candidate lines come back: the first
-``HEAD_LINES`` and the last ``TAIL_LINES`` of each log, so a failure at the window's start is not crowded out
-by a chatty log after it. A kernel log of 10,000 lines on a healthy rig sends a handful.
+(``rigforge.known_failures.match.ERROR_WORDS``), and only those candidate lines come back, in two bounded
+streams (``candidate_filter``): lines holding a needle (precise: few on a healthy rig), their first
+``NEEDLE_HEAD`` and last ``NEEDLE_TAIL``; lines holding only an error word (noisier), their first
+``HEAD_LINES`` and last ``TAIL_LINES``. A failure at the window's start is not crowded out by a chatty log
+after it, nor a signature's line by error words. A kernel log of 10,000 lines on a healthy rig sends a handful.
 
 The kernel log is journald's entries with ``SYSLOG_IDENTIFIER=kernel`` (what ``journalctl -k`` shows,
 read through the identifier so a host without a kernel of its own can be given lines: the e2e stand-in),
@@ -25,10 +27,19 @@ from pyinfra.api import FactBase
 
 from rigforge.reads.parsing import split_sections
 
-#: Candidate lines a log sends at most: its first HEAD_LINES and its last TAIL_LINES (each cut at LINE_CHARS).
+#: Candidate lines a log sends at most (each cut at LINE_CHARS): of those holding a needle, the first NEEDLE_HEAD
+#: and the last NEEDLE_TAIL; of those holding only an error word, the first HEAD_LINES and the last TAIL_LINES.
+NEEDLE_HEAD = 4000
+NEEDLE_TAIL = 1000
 HEAD_LINES = 500
 TAIL_LINES = 1500
 LINE_CHARS = 2000
+#: The two bounded streams, in one awk pass over the candidate lines (the needles come in RF_NEEDLES, one a line).
+_SPLIT = ('BEGIN{k=split(ENVIRON["RF_NEEDLES"],n,"\\n")}'
+          '{hit=0;for(i=1;i<=k;i++)if(n[i]!=""&&index($0,n[i])){hit=1;break}'
+          'if(hit){s++;if(s<=sh)print;else sb[s%st]=$0}else{e++;if(e<=eh)print;else eb[e%et]=$0}}'
+          'END{for(i=(s-st>sh?s-st+1:sh+1);i<=s;i++)print sb[i%st];'
+          'for(i=(e-et>eh?e-et+1:eh+1);i<=e;i++)print eb[i%et]}')
 KERNEL_SECTION = "kernel"
 ENGINE_SECTION = "engine"
 BENCH_SECTION = "bench"
@@ -71,37 +82,46 @@ def parse_failure_logs(text: str) -> FailureLogs:
     return FailureLogs(lines(KERNEL_SECTION), lines(ENGINE_SECTION), lines(BENCH_SECTION))
 
 
-def grep_needles(needles: list[str]) -> str:
-    """``grep -aF -e N1 -e N2 …``, each line cut, then its first and last lines (nothing when there is no needle).
+def grep_needles(needles: list[str], words: tuple[str, ...] | list[str] = ()) -> str:
+    """``grep -aF`` on the needles and the error words, each line cut, then ``candidate_filter`` (nothing when
+    there is neither).
+
+    + needles: the signatures' fixed strings
+    + words: the fixed strings every error-level line holds
 
     >>> grep_needles([])
     'cat >/dev/null'
     """
-    if not needles:
+    wanted = list(dict.fromkeys([*needles, *words]))
+    if not wanted:
         return "cat >/dev/null"
-    words = " ".join(f"-e {shlex.quote(needle)}" for needle in dict.fromkeys(needles))
-    return f"grep -aF {words} | cut -c1-{LINE_CHARS} | {head_and_tail(HEAD_LINES, TAIL_LINES)}"
+    options = " ".join(f"-e {shlex.quote(word)}" for word in wanted)
+    return f"grep -aF {options} | cut -c1-{LINE_CHARS} | {candidate_filter(needles)}"
 
 
-def head_and_tail(head: int, tail: int) -> str:
-    """An awk filter passing a stream's first ``head`` and last ``tail`` lines, in order, in one pass.
+def candidate_filter(needles: list[str]) -> str:
+    """An awk filter that keeps, in one pass, the first and last lines holding a needle and, apart, the first and
+    last lines holding none (an error word only): each stream bounded on its own.
 
-    >>> head_and_tail(1, 2)
-    "awk -v h=1 -v t=2 'NR<=h{print;next}{b[NR%t]=$0}END{for(i=(NR-t>h?NR-t+1:h+1);i<=NR;i++)print b[i%t]}'"
+    + needles: the lines holding one of these are the signature stream (RF_NEEDLES, one a line)
     """
-    program = "NR<=h{print;next}{b[NR%t]=$0}END{for(i=(NR-t>h?NR-t+1:h+1);i<=NR;i++)print b[i%t]}"
-    return f"awk -v h={head} -v t={tail} '{program}'"
+    listed = shlex.quote("\n".join(dict.fromkeys(needles)))
+    bounds = f"-v sh={NEEDLE_HEAD} -v st={NEEDLE_TAIL} -v eh={HEAD_LINES} -v et={TAIL_LINES}"
+    return f"RF_NEEDLES={listed} awk {bounds} '{_SPLIT}'"
 
 
 def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str], engine_needles: list[str],
-                         bench_needles: list[str] | None = None) -> str:
+                         bench_needles: list[str] | None = None,
+                         error_words: dict[str, tuple[str, ...]] | None = None) -> str:
     """The fact's shell command (see the module docstring).
 
     + unit: the engine's systemd unit
     + since: journalctl ``--since`` value, or None for since boot / since the engine's last start
     + kernel_needles, engine_needles, bench_needles: fixed strings a line must hold to be sent
+    + error_words: the words error-level lines hold, by log (``kernel``, ``engine``): those lines are sent too
     """
     journal = "journalctl --no-pager -q -o short-iso"
+    words = error_words or {}
     quoted_unit = shlex.quote(unit)
     if since is None:
         kernel_window, engine_match = "-b", '_SYSTEMD_INVOCATION_ID="$id"'
@@ -115,9 +135,10 @@ def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str]
     return (
         f"echo '## {KERNEL_SECTION}'; "
         f"{{ {journal} {kernel_window} SYSLOG_IDENTIFIER=kernel 2>/dev/null || dmesg 2>/dev/null; }} "
-        f"| {grep_needles(kernel_needles)}; "
+        f"| {grep_needles(kernel_needles, words.get(KERNEL_SECTION, ()))}; "
         f"echo '## {ENGINE_SECTION}'; "
-        f"{engine_guard} {journal} {engine_match} 2>/dev/null | {grep_needles(engine_needles)}; "
+        f"{engine_guard} {journal} {engine_match} 2>/dev/null "
+        f"| {grep_needles(engine_needles, words.get(ENGINE_SECTION, ()))}; "
         f"echo '## {BENCH_SECTION}'; "
         f"{bench_guard} {journal} {bench_window} SYSLOG_IDENTIFIER={BENCH_IDENT} 2>/dev/null "
         f"| {grep_needles(bench_needles or [])}; true"
@@ -141,9 +162,8 @@ class KnownFailureLogs(FactBase[FailureLogs]):
 
         if since is not None and not SINCE.match(since):
             raise ValueError(f"KnownFailureLogs: since {since!r} is not a journalctl time (e.g. -2h, 2026-11-24 03:00)")
-        engine = list(dict.fromkeys(needles("engine") + needles("startup") + list(ERROR_WORDS["engine"])))
-        kernel = needles("kernel") + list(ERROR_WORDS["kernel"])
-        return failure_logs_command(UNIT_NAME, since, kernel, engine, needles("bench"))
+        engine = list(dict.fromkeys(needles("engine") + needles("startup")))
+        return failure_logs_command(UNIT_NAME, since, needles("kernel"), engine, needles("bench"), ERROR_WORDS)
 
     @staticmethod
     def default() -> FailureLogs:

@@ -14,7 +14,15 @@ from rigforge.checks.known_failures import check_known_failures, find_known_fail
 from rigforge.checks.model import HostFacts
 from rigforge.checks.table import table_lines
 from rigforge.doctor import doctor_command, host_name, parse_records, render_table, verdict_status
-from rigforge.facts.logs import HEAD_LINES, TAIL_LINES, FailureLogs, KnownFailureLogs, failure_logs_command, parse_failure_logs
+from rigforge.facts.logs import (
+    HEAD_LINES,
+    NEEDLE_HEAD,
+    TAIL_LINES,
+    FailureLogs,
+    KnownFailureLogs,
+    failure_logs_command,
+    parse_failure_logs,
+)
 from rigforge.profile.loader import load_profile
 from roles.bench import known_failure_lines
 from roles.doctor import hit_record
@@ -55,7 +63,8 @@ def test_a_missing_section_names_the_fact() -> None:
 def test_the_command_filters_and_bounds_on_the_rig() -> None:
     """Run as sh runs it on a rig without journalctl or dmesg output: both sections, nothing else."""
     command = failure_logs_command("rigforge-engine.service", None, ["NVRM: Xid"], ["couldn't bind"])
-    assert f"-v h={HEAD_LINES} -v t={TAIL_LINES}" in command and "grep -aF -e 'NVRM: Xid'" in command
+    assert f"-v sh={NEEDLE_HEAD} " in command and f"-v eh={HEAD_LINES} -v et={TAIL_LINES}" in command
+    assert "grep -aF -e 'NVRM: Xid'" in command
     assert "-b SYSLOG_IDENTIFIER=kernel" in command and '_SYSTEMD_INVOCATION_ID="$id"' in command
     assert "SYSLOG_IDENTIFIER=rigforge-bench" in command and "ActiveEnterTimestamp" in command
     window = failure_logs_command("u", "-2h", ["a"], ["b"], ["c"])

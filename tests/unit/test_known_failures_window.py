@@ -19,7 +19,7 @@ import pytest
 
 from rigforge.checks.known_failures import find_known_failures
 from rigforge.doctor import render_table
-from rigforge.facts.logs import HEAD_LINES, TAIL_LINES, KnownFailureLogs
+from rigforge.facts.logs import HEAD_LINES, NEEDLE_HEAD, NEEDLE_TAIL, TAIL_LINES, KnownFailureLogs
 from rigforge.known_failures.match import main as wait_main
 from roles.doctor import hit_record
 from tests.unit.test_known_failures_corpus import corpus
@@ -33,7 +33,8 @@ MISSING = ("0.00.005.102 E gguf_init_from_file: failed to open GGUF file '/srv/m
 #: https://github.com/NVIDIA/open-gpu-kernel-modules/issues/943).
 UNKNOWN = ("RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling ::cublasLtMatmulDescSetAttribute("
            "descriptor(), attr, &value, sizeof(value))")
-UNKNOWN_KERNEL = "[   10.842114] NVRM: s_prepareForFwsec_TU102: failed to prepare interface data for FWSEC cmd 0x15: 0x25"
+UNKNOWN_KERNEL = ("[   10.842114] NVRM: s_prepareForFwsec_TU102: failed to prepare interface data for FWSEC cmd "
+                  "0x15: 0x25")
 
 
 def journal(path: Path, first: str, program: str) -> Path:
@@ -77,13 +78,26 @@ def test_a_failure_before_100000_harmless_lines_is_named(tmp_path: Path, rig_bin
     journal(tmp_path / "kernel.log", XID_79, "kernel")
     journal(tmp_path / "engine.log", MISSING, "python[2304]")
     output, logs = read_rig(rig_bin)
-    assert len(output) <= 3 + 2 * (HEAD_LINES + TAIL_LINES)  # the rig sends candidates only, bounded
+    assert len(output) <= 3 + 2 * (NEEDLE_HEAD + NEEDLE_TAIL + HEAD_LINES + TAIL_LINES)  # candidates only, bounded
     hits = find_known_failures(logs)
     assert [(hit.id, hit.where) for hit in hits] == [("xid-79-fallen-off-bus", "kernel"),
                                                      ("llama-model-file-missing", "startup")]
     table = render_table(["rig2x-a"], {"rig2x-a": {"host": "rig2x-a", "hits": [hit_record(hit) for hit in hits]}})
     assert "| rig2x-a | kernel | xid-79-fallen-off-bus | blocking | 1 |" in table
     assert "| rig2x-a | engine | llama-model-file-missing | fail | 1 |" in table
+
+
+def test_a_failure_amid_100000_error_word_lines_is_named(tmp_path: Path, rig_bin: Path) -> None:
+    """Harmless lines that hold an error word (the driver's own NVRM: load lines) are bounded on their own: they
+    do not crowd out a signature's line in the middle of them."""
+    loading = next(line for line in corpus() if "NVRM: loading NVIDIA" in line)
+    lines = [loading] * (HARMLESS // 2) + [XID_79] + [loading] * (HARMLESS // 2)
+    (tmp_path / "kernel.log").write_text("".join(PREFIX.format(second=0, program="kernel") + line + "\n"
+                                                 for line in lines))
+    (tmp_path / "engine.log").write_text("")
+    output, logs = read_rig(rig_bin)
+    assert len(output) <= 3 + NEEDLE_HEAD + NEEDLE_TAIL + HEAD_LINES + TAIL_LINES
+    assert [hit.id for hit in find_known_failures(logs)] == ["xid-79-fallen-off-bus"]
 
 
 def test_an_unknown_error_before_100000_harmless_lines_is_shown_unrecognised(tmp_path: Path, rig_bin: Path) -> None:
