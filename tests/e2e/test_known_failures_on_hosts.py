@@ -3,18 +3,20 @@
 Real here: Debian 12 with systemd, llama.cpp's server (xllamacpp) under systemd, its journal, SSH, the
 pyinfra CLI, the wait script, the doctor. One host, tests in order, each starting where the last ended:
 
-1. a healthy deploy, a second one that plans nothing; the doctor reports nothing; a bench below its
-   floor reads the logs of its window (nothing known there);
+1. a healthy deploy, a second one that plans nothing; the doctor reports nothing, then a real driver error
+   line no signature knows as unrecognised; a bench below its floor reads the logs of its window (nothing
+   known there);
 2. three deploys whose engine fails, each ending with the known failure and its fix in one line above the
    journal excerpt: a flag value out of range, the engine's port taken by another process, the model
    file corrupted with its size and time kept (the deploy's cheap weights check cannot see it);
 3. the model file gone and a kernel-log line planted: the doctor names both, preflight blocks on the
    kernel one, the verify suite fails it, and ``--since`` after the plant leaves the kernel line out.
 
-Stand-in: the kernel-log line. A container host has no kernel of its own (its journald reads no kmsg),
+Stand-in: the kernel-log lines. A container host has no kernel of its own (its journald reads no kmsg),
 so the test writes the line into the host's journal with the kernel's syslog identifier (``logger -t
 kernel``): the very entries the fact reads as the kernel log (``SYSLOG_IDENTIFIER=kernel``), as journald
-files the real kernel's. The line is NVIDIA's Xid 79 text (inventory/known-failures.yaml).
+files the real kernel's. The lines are NVIDIA's Xid 79 text (inventory/known-failures.yaml) and a driver
+failure quoted in a public thread that no signature knows.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ MODEL_FILE = f"{PROFILE.model.path}/{PROFILE.model.files[0].name}"
 #: A failing engine is seen within seconds (it exits, systemd restarts it): a short wait is a bound only.
 FAIL_FAST = {"engine": {"health_timeout_s": 40}}
 XID_79 = "NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+#: A real driver failure line no signature knows (https://github.com/NVIDIA/open-gpu-kernel-modules/issues/943).
+UNKNOWN_NVRM = "NVRM: s_prepareForFwsec_TU102: failed to prepare interface data for FWSEC cmd 0x15: 0x25"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -106,6 +110,11 @@ def test_healthy_rig_the_doctor_reports_nothing(rig: Rig) -> None:
     run = doctor(rig)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"| {rig.host.name} | kernel, engine, bench, driver | none |" in run.stdout
+    rig.sh(f"logger -t kernel {UNKNOWN_NVRM!r}")  # the stand-in (module docstring)
+    run = doctor(rig)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"| {rig.host.name} | kernel | unrecognised-error-lines | unrecognised | 1 |" in run.stdout, run.stdout
+    assert UNKNOWN_NVRM in run.stdout
 
 
 def test_a_bench_below_its_floor_reads_the_logs_of_its_window(rig: Rig) -> None:
