@@ -29,21 +29,24 @@ MAX_LINE = 240
 UNRECOGNISED = "unrecognised"
 #: Fixed text every line at error level holds, by log (the rig's grep sends these lines beside the needles').
 ERROR_WORDS = {
-    "kernel": ("NVRM:",),
+    "kernel": ("NVRM",),
     "engine": ("Error", "ERROR", "error", "Exception", "NVRM:", " E ", "[E", "exited, code=",
                "Failed with result"),
 }
-#: A line at error level, by log. Kernel: the NVIDIA driver's failures and every Xid. Engine: a traceback's last
+#: A line at error level, by log. Kernel: the NVIDIA driver's failures (``NVRM:``, ``NVRM`` in older drivers) and
+#: every Xid. Engine: a traceback's last
 #: line (``RuntimeError: ...``, ``torch.OutOfMemoryError: ...``), a logger's ERROR level (vLLM, SGLang, Python's
 #: logging, glog's ``E1206``, llama.cpp's `` E ``), Docker's refusal, a CUDA error, an NVRM failure, a process that
-#: exited non-zero (systemd's words). NCCL's WARN lines are warnings: nccl-warning knows the ones that matter.
+#: exited non-zero or was killed by a signal systemd does not count as a clean stop (HUP, INT, PIPE, TERM: a restart
+#: is not an error). NCCL's WARN lines are warnings: nccl-warning knows the ones that matter.
 ERROR_LINES = {
-    "kernel": r"NVRM: (?:Xid |.*(?:\b[Ff]ailed\b|\b[Ee]rror\b|[Tt]imed? ?out|Assertion|mismatch|[Cc]annot |"
+    "kernel": r"NVRM:? (?:Xid |.*(?:\b[Ff]ailed\b|\b[Ee]rror\b|[Tt]imed? ?out|Assertion|mismatch|[Cc]annot |"
               r"unexpected|No firmware))",
     "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|\bERROR\b|"
               r"Error response from daemon|CUDA error\b|\bNVRM: .*(?:failed|[Ee]rror)|"
               r"(?:^|[\s\]]|: )\[?E\d{4} \d|^(?:.*: )?\d+\.\d{2}\.\d{3}\.\d{3} E |"
-              r"Main process exited, code=(?:exited, status=[1-9]|killed|dumped)|Failed with result '|"
+              r"Main process exited, code=(?:exited, status=[1-9]|killed, status=(?!(?:1|2|13|15)/)|dumped)|"
+              r"Failed with result '|"
               r"(?:^|\s)(?:fatal |initialization )?error: ",
 }
 #: How a place's lines are read for error level (startup lines are the engine's).

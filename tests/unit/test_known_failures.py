@@ -202,3 +202,32 @@ def test_the_health_wait_names_the_missing_container_runtime_with_the_container_
     assert len(run.stdout.splitlines()) == 1
     assert run.stdout.startswith("known failure docker-gpus-without-nvidia-runtime (fail): Docker was asked for GPUs")
     assert "fix: run deploys/images.py" in run.stdout
+
+
+#: Real lines at error level that no signature names (their sources beside them): each is an unrecognised error line.
+UNRECOGNISED_LINES = [
+    # the sandbox engine's unit failing, captured by tests/e2e/test_known_failures_on_hosts.py (docs/troubleshooting.md)
+    ("engine", "Nov 24 03:59:30.389356 known-9231 systemd[1]: rigforge-engine.service: Failed with result "
+               "'exit-code'."),
+    # https://github.com/vllm-project/vllm/issues/20305
+    ("engine", "ERROR 06-30 13:53:19 [core.py:515] EngineCore failed to start."),
+    # https://github.com/ameli/manylinux-cuda/issues/5
+    ("engine", "docker: Error response from daemon: failed to create task for container: failed to create shim task: "
+               "OCI runtime create failed: runc create failed: unable to start container process: error during "
+               "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
+               "Auto-detected mode as 'legacy'"),
+    # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/673: an older driver's assertion (NVRM without a colon)
+    ("kernel", "[ 1731.589314] NVRM nvAssertFailedNoLog: Assertion failed: status == NV_OK @ kernel_gsp_ga102.c:235"),
+    # an Xid the catalog has and no signature names: https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/issues/904
+    ("kernel", "[1231741.378609] NVRM: Xid (PCI:0009:01:00): 43, pid=3188489, name=trigger_xid, channel 0x0b00000a"),
+]
+
+
+@pytest.mark.parametrize(("where", "line"), UNRECOGNISED_LINES)
+def test_an_error_line_no_signature_names_is_unrecognised(where: str, line: str) -> None:
+    from rigforge.known_failures.match import unrecognised_hit
+
+    assert matched_ids([line]) == []
+    hit = unrecognised_hit(ALL, ["a harmless line before it", line], where)
+    assert hit is not None and (hit.id, hit.severity, hit.count, hit.line) == (
+        "unrecognised-error-lines", "unrecognised", 1, line.strip()[:240])
