@@ -91,8 +91,9 @@ def prefiltered(signatures: list[dict[str, Any]], lines: Sequence[str], where: s
 
 def through_grep(signatures: list[dict[str, Any]], path: Path) -> list[tuple[str, int]]:
     """The doctor's path: the rig's grep -F on the engine needles and error words, head and tail, then the matcher."""
-    engine = list(dict.fromkeys(needles("engine") + needles("startup") + list(ERROR_WORDS["engine"])))
-    sent = subprocess.run(["sh", "-c", f"< {path} {grep_needles(engine)}"], capture_output=True, text=True,
+    engine = list(dict.fromkeys(needles("engine") + needles("startup")))
+    sent = subprocess.run(["sh", "-c", f"< {path} {grep_needles(engine, ERROR_WORDS['engine'])}"], capture_output=True,
+                          text=True,
                           check=True).stdout.splitlines()
     found: dict[str, int] = {}
     for where in ("engine", "startup"):

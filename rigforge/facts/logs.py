@@ -3,11 +3,14 @@ the smoke bench's own failure lines since the engine's start.
 
 One command, bounded output: each whole window is filtered on the rig with ``grep -F`` on the signatures'
 needles (inventory/known-failures.yaml) and the words every error-level line holds
-(``rigforge.known_failures.match.ERROR_WORDS``), and only those candidate lines come back, in two bounded
-streams (``candidate_filter``): lines holding a needle (precise: few on a healthy rig), their first
-``NEEDLE_HEAD`` and last ``NEEDLE_TAIL``; lines holding only an error word (noisier), their first
-``HEAD_LINES`` and last ``TAIL_LINES``. A failure at the window's start is not crowded out by a chatty log
-after it, nor a signature's line by error words. A kernel log of 10,000 lines on a healthy rig sends a handful.
+(``rigforge.known_failures.match.ERROR_WORDS``), and only those candidate lines come back, bounded
+(``candidate_filter``): of the lines holding a needle, the first ``NEEDLE_HEAD`` of each needle, then each message
+of that needle not sent yet (digits and hex numbers aside: a timestamp or a pid makes no new message), up to
+``NEEDLE_DISTINCT`` more; of the lines holding only an error word, the first ``HEAD_LINES`` and last
+``TAIL_LINES``. A failure at the window's start is not crowded out by a chatty log after it, nor one needle's
+lines by another's or by error words, nor a failure by a harmless line of its own needle repeated: its line is
+a new message. A count past ``NEEDLE_HEAD`` counts each message once. A kernel log of 10,000 lines on a healthy
+rig sends a handful.
 
 The kernel log is journald's entries with ``SYSLOG_IDENTIFIER=kernel`` (what ``journalctl -k`` shows,
 read through the identifier so a host without a kernel of its own can be given lines: the e2e stand-in),
@@ -28,18 +31,22 @@ from pyinfra.api import FactBase
 from rigforge.reads.parsing import split_sections
 
 #: Candidate lines a log sends at most (each cut at LINE_CHARS): of those holding a needle, the first NEEDLE_HEAD
-#: and the last NEEDLE_TAIL; of those holding only an error word, the first HEAD_LINES and the last TAIL_LINES.
-NEEDLE_HEAD = 4000
-NEEDLE_TAIL = 1000
+#: of each needle and then NEEDLE_DISTINCT messages it has not sent; of those holding only an error word, the
+#: first HEAD_LINES and the last TAIL_LINES.
+NEEDLE_HEAD = 200
+NEEDLE_DISTINCT = 1000
 HEAD_LINES = 500
 TAIL_LINES = 1500
 LINE_CHARS = 2000
-#: The two bounded streams, in one awk pass over the candidate lines (the needles come in RF_NEEDLES, one a line).
+#: The bounded streams, in one awk pass over the candidate lines (the needles come in RF_NEEDLES, one a line): a
+#: line counts for the first needle it holds; its message is the line without its numbers.
 _SPLIT = ('BEGIN{k=split(ENVIRON["RF_NEEDLES"],n,"\\n")}'
-          '{hit=0;for(i=1;i<=k;i++)if(n[i]!=""&&index($0,n[i])){hit=1;break}'
-          'if(hit){s++;if(s<=sh)print;else sb[s%st]=$0}else{e++;if(e<=eh)print;else eb[e%et]=$0}}'
-          'END{for(i=(s-st>sh?s-st+1:sh+1);i<=s;i++)print sb[i%st];'
-          'for(i=(e-et>eh?e-et+1:eh+1);i<=e;i++)print eb[i%et]}')
+          '{hit=0;for(i=1;i<=k;i++)if(n[i]!=""&&index($0,n[i])){hit=i;break}'
+          'if(hit){key=$0;gsub(/0x[0-9a-fA-F]+|[0-9]+/,"",key);c[hit]++;'
+          'if(c[hit]<=sh){seen[hit,key]=1;print}else if(!((hit,key) in seen)){seen[hit,key]=1;if(++d[hit]<=sd)print}'
+          'next}'
+          'e++;if(e<=eh)print;else eb[e%et]=$0}'
+          'END{for(i=(e-et>eh?e-et+1:eh+1);i<=e;i++)print eb[i%et]}')
 KERNEL_SECTION = "kernel"
 ENGINE_SECTION = "engine"
 BENCH_SECTION = "bench"
@@ -100,13 +107,13 @@ def grep_needles(needles: list[str], words: tuple[str, ...] | list[str] = ()) ->
 
 
 def candidate_filter(needles: list[str]) -> str:
-    """An awk filter that keeps, in one pass, the first and last lines holding a needle and, apart, the first and
-    last lines holding none (an error word only): each stream bounded on its own.
+    """An awk filter that keeps, in one pass, the first lines of each needle and then each new message of it and,
+    apart, the first and last lines holding no needle (an error word only): each bounded on its own.
 
     + needles: the lines holding one of these are the signature stream (RF_NEEDLES, one a line)
     """
     listed = shlex.quote("\n".join(dict.fromkeys(needles)))
-    bounds = f"-v sh={NEEDLE_HEAD} -v st={NEEDLE_TAIL} -v eh={HEAD_LINES} -v et={TAIL_LINES}"
+    bounds = f"-v sh={NEEDLE_HEAD} -v sd={NEEDLE_DISTINCT} -v eh={HEAD_LINES} -v et={TAIL_LINES}"
     return f"RF_NEEDLES={listed} awk {bounds} '{_SPLIT}'"
 
 

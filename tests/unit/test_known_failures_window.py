@@ -19,7 +19,7 @@ import pytest
 
 from rigforge.checks.known_failures import find_known_failures
 from rigforge.doctor import render_table
-from rigforge.facts.logs import HEAD_LINES, NEEDLE_HEAD, NEEDLE_TAIL, TAIL_LINES, KnownFailureLogs
+from rigforge.facts.logs import HEAD_LINES, NEEDLE_HEAD, TAIL_LINES, KnownFailureLogs
 from rigforge.known_failures.match import main as wait_main
 from roles.doctor import hit_record
 from tests.unit.test_known_failures_corpus import corpus
@@ -78,7 +78,7 @@ def test_a_failure_before_100000_harmless_lines_is_named(tmp_path: Path, rig_bin
     journal(tmp_path / "kernel.log", XID_79, "kernel")
     journal(tmp_path / "engine.log", MISSING, "python[2304]")
     output, logs = read_rig(rig_bin)
-    assert len(output) <= 3 + 2 * (NEEDLE_HEAD + NEEDLE_TAIL + HEAD_LINES + TAIL_LINES)  # candidates only, bounded
+    assert len(output) <= 3 + 2 * (HEAD_LINES + TAIL_LINES) + 2  # candidates only, bounded
     hits = find_known_failures(logs)
     assert [(hit.id, hit.where) for hit in hits] == [("xid-79-fallen-off-bus", "kernel"),
                                                      ("llama-model-file-missing", "startup")]
@@ -96,8 +96,23 @@ def test_a_failure_amid_100000_error_word_lines_is_named(tmp_path: Path, rig_bin
                                                  for line in lines))
     (tmp_path / "engine.log").write_text("")
     output, logs = read_rig(rig_bin)
-    assert len(output) <= 3 + NEEDLE_HEAD + NEEDLE_TAIL + HEAD_LINES + TAIL_LINES
+    assert len(output) <= 3 + HEAD_LINES + TAIL_LINES + 1
     assert [hit.id for hit in find_known_failures(logs)] == ["xid-79-fallen-off-bus"]
+
+
+def test_a_harmless_line_of_a_needle_repeated_crowds_out_no_failure(tmp_path: Path, rig_bin: Path) -> None:
+    """A harmless line that holds a needle (NCCL's teardown WARN), 200,000 times: a failure of the same needle
+    (NCCL's out-of-memory WARN, nccl-warning's example) and one of another needle, both in the middle, come back;
+    the repeated line itself comes back NEEDLE_HEAD times and once more as a message, no more."""
+    teardown = next(line for line in corpus() if "driver shutting down" in line)
+    oom = "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'"
+    lines = [teardown] * HARMLESS + [oom, MISSING] + [teardown] * HARMLESS
+    (tmp_path / "engine.log").write_text("".join(PREFIX.format(second=index % 60, program="python[2304]") + line
+                                                 + "\n" for index, line in enumerate(lines)))
+    (tmp_path / "kernel.log").write_text("")
+    output, logs = read_rig(rig_bin)
+    assert len(output) <= 3 + NEEDLE_HEAD + 3
+    assert [hit.id for hit in find_known_failures(logs)] == ["nccl-warning", "llama-model-file-missing"]
 
 
 def test_an_unknown_error_before_100000_harmless_lines_is_shown_unrecognised(tmp_path: Path, rig_bin: Path) -> None:
