@@ -141,3 +141,16 @@ def test_the_doctor_runs_pyinfra_with_the_window_and_plain_host_names() -> None:
 def _facts(logs: FailureLogs, tmp: Path = Path("/nonexistent")) -> HostFacts:
     """Every fact absent (as on a host without GPUs or tools), the logs given."""
     return replace(read_capture(tmp), failure_logs=logs)
+
+
+def test_preflight_shows_unrecognised_error_lines_as_a_warn_row_and_the_doctor_fails() -> None:
+    """A real error line no signature knows (https://github.com/pytorch/ao/issues/3788): preflight's row warns, the
+    doctor exits 1; with a known failure of severity fail in the same log, that failure explains it."""
+    unknown = ("RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling ::cublasLtMatmulDescSetAttribute("
+               "descriptor(), attr, &value, sizeof(value))")
+    rows = check_known_failures(PROFILE, _facts(FailureLogs((), (unknown,))))
+    assert [(row.verdict, row.blocking) for row in rows] == [("warn", False)]
+    assert rows[0].found == f"unrecognised error lines in the engine journal (1), first: {unknown}"
+    record = {"host": "rig2x-a", "hits": [hit_record(hit) for hit in find_known_failures(FailureLogs((), (unknown,)))]}
+    assert verdict_status(["rig2x-a"], {"rig2x-a": record}) == 1
+    assert [hit.id for hit in find_known_failures(FailureLogs((), (PORT, unknown)))] == ["llama-port-in-use"]
