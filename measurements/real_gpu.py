@@ -83,8 +83,9 @@ RAW_COMMANDS = {
 
 def fact_classes() -> dict[str, type]:
     """Every rigforge fact whose command takes no argument, by class name."""
-    import rigforge.facts as package
     from pyinfra.api import FactBase
+
+    import rigforge.facts as package
 
     found: dict[str, type] = {}
     for module_info in pkgutil.iter_modules(package.__path__):
@@ -137,20 +138,42 @@ def steps(profile: str) -> dict[str, list[str]]:
 
 #: Per step: the lines of its output that say what it found (the last match is shown).
 FINDINGS = {
-    "preflight": r"preflight @local:.*",
-    "preflight-probe": r"probe( failed)?: (all-reduce|p2p|ok|the probe|.*timed out|.*failed).*|probe failed.*",
-    "full-dry": r"(already there: |preflight: |dry run: |.*not installed).*",
+    "preflight": r"preflight @local: .*",
+    "preflight-probe": r"probe: GPU\d+<->GPU\d+: .*|probe failed: .*|probe: the probe printed no report.*",
+    "full-dry": r".*a run stops here before any change.*|--> (Operation error|pyinfra error).*",
     "doctor": r"\| @local \|.*",
     "verify": r"\d+ (passed|failed).*",
-    "probe": r"\"ok\": (true|false)",
+    "probe": r"probe: \d+ steps, .*",
 }
-TAKEOVER_DRIVER = re.compile(r"nvidia-driver\s*\|.*")
+#: The takeover table's driver row, first line (the table prints each row over several lines).
+TAKEOVER_DRIVER = re.compile(r"\[@local\] (nvidia-driver\s*\|.*)")
 
 
 def finding(step: str, output: str) -> str:
-    """The line that says what a step found."""
+    """The line that says what a step found (for the dry run: how many missing tools it planned past, and the
+    last of them or the error that ended it)."""
     matches = [match.group(0) for match in re.finditer(FINDINGS[step], output)]
-    return (matches[-1] if matches else "-").strip()[:110]
+    found = (matches[-1] if matches else "-").strip()
+    if step == "full-dry":
+        noted = sum("a run stops here before any change" in match for match in matches)
+        found = f"{noted} missing tool(s) noted, planned on; last: {found}"
+    return re.sub(r"\s+", " ", found)[:150]
+
+
+def takeover_row(output: str) -> str:
+    """The takeover table's driver row, its cells joined across the lines it spans."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if TAKEOVER_DRIVER.search(line):
+            cells = [cell.strip() for cell in line.split("] ", 1)[1].split("|")]
+            for more in lines[index + 1:]:
+                body = more.split("] ", 1)[1] if "] " in more else ""
+                parts = body.split("|")
+                if len(parts) != len(cells) or parts[0].strip():
+                    break
+                cells = [f"{cell} {part.strip()}".strip() for cell, part in zip(cells, parts, strict=True)]
+            return " | ".join(cells)
+    return "-"
 
 
 def run(folder: Path, profile: str) -> int:
@@ -172,9 +195,10 @@ def run(folder: Path, profile: str) -> int:
             status, output = "timeout", f"{exc.stdout or ''}{exc.stderr or ''}"
         seconds = time.monotonic() - start
         (folder / f"{step}.txt").write_text(f"$ {' '.join(command)}\n{output}\nexit status: {status}\n")
-        if step == "preflight" and (driver := TAKEOVER_DRIVER.search(output)):
-            takeover = re.sub(r"\s+", " ", driver.group(0))[:160]
-        traceback = "yes" if "Traceback (most recent call last)" in output else "no"
+        if step == "preflight":
+            takeover = takeover_row(output)
+        # At a line's start: pytest quotes a failed command's own traceback behind "E ", which is no crash.
+        traceback = "yes" if re.search(r"^Traceback \(most recent call last\)", output, re.MULTILINE) else "no"
         rows.append((step, status, f"{seconds:.1f}", traceback, finding(step, output)))
         print(f"{step}: exit {status} in {seconds:.1f} s", flush=True)
     print(f"\nrigforge on this machine as @local, profile {profile}:")
@@ -182,7 +206,7 @@ def run(folder: Path, profile: str) -> int:
     print("|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
-    print(f"\ntakeover driver row: {takeover}")
+    print(f"\nthe takeover's driver row: {takeover}")
     return 0
 
 

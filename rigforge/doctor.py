@@ -54,7 +54,7 @@ def host_name(inventory_name: str) -> str:
     >>> host_name("@rigforge/rig2x-a"), host_name("sandbox-1"), host_name("@local")
     ('rig2x-a', 'sandbox-1', '@local')
     """
-    connector, slash, name = inventory_name.partition("/")
+    _, slash, name = inventory_name.partition("/")
     return name if inventory_name.startswith("@") and slash else inventory_name
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,12 +96,11 @@ def local_host(profile: str | None = None, profile_overrides: Mapping[str, Any] 
 
     Example: ``local_host("2x-pix")`` or, with ``RIGFORGE_PROFILE=2x-pix`` set, ``local_host()``
     """
-    import os
-
     name = profile or (os.environ if environ is None else environ).get(LOCAL_PROFILE_ENV, "")
     try:
         if not name:
-            known = ", ".join(sorted(path.stem for path in PROFILES_DIR.glob("*.yaml") if path.stem not in DECLARING_FILES))
+            known = ", ".join(sorted(path.stem for path in PROFILES_DIR.glob("*.yaml")
+                                     if path.stem not in DECLARING_FILES))
             raise ProfileError(f"inventory/local.py: no profile: set {LOCAL_PROFILE_ENV} to one of {known} "
                                f"(e.g. {LOCAL_PROFILE_ENV}=2x-pix pyinfra inventory/local.py deploys/preflight.py)")
         unknown = sorted(set(data) - _ALLOWED_HOST_DATA)
