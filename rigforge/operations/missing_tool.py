@@ -9,10 +9,14 @@ an owner wants the whole plan. So under ``--dry`` the missing tool is one red li
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import OperationError
 from pyinfra.context import ctx_host
+from pyinfra.operations import systemd
+
+from rigforge.facts.init_system import SYSTEMD, InitSystem
 
 
 def dry_run(argv: list[str] | None = None) -> bool:
@@ -37,3 +41,20 @@ def missing_tool(line: str) -> None:
     host.log_styled(f"{line}; a run stops here before any change (the dry run plans on)", fg="red",
                     log_func=logger.error)
     state.failed_hosts.add(ctx_host.get())  # the Host itself: the dry run exits non-zero
+
+
+def service_unit(**arguments: Any) -> None:
+    """pyinfra's ``systemd.service`` with ``arguments``; in a dry run on a host whose init is not systemd (a
+    container, a VM with its own init), a missing-tool note instead, so the plan goes on.
+
+    + arguments: ``systemd.service``'s (``name``, ``service``, ``running``, ``enabled``…)
+
+    Example: ``service_unit(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True)``
+    """
+    # Read only in a dry run: a real run adds no command to the rig's one round trip.
+    init = host.get_fact(InitSystem) if dry_run() else SYSTEMD
+    if init != SYSTEMD:
+        missing_tool(f"systemd is not running (PID 1 is {init or 'unreadable'}): {arguments['service']} cannot be "
+                     "enabled or started, and rigforge's units need systemd")
+        return
+    systemd.service(**arguments)
