@@ -65,17 +65,17 @@ def test_the_row_names_no_package_as_the_driver() -> None:
 
 
 def test_the_files_the_driver_has_here() -> None:
-    # The machine's own lines: no modinfo and no module file; libcuda from the host's read-only mount, no owner.
+    # The machine's own lines: no modinfo and no module file; the libraries on the host's read-only mount, no owner.
     files = machine_driver().install.files
-    assert files.modules == () and files.module_owners == ()
-    libraries = {library.path: library for library in files.libraries}
-    assert set(libraries) <= {"/usr/local/nvidia/lib64/libcuda.so.580.159.04",
-                              "/usr/local/nvidia/lib64/libnvidia-ml.so.580.159.04"}
-    assert all(library.owners == () for library in libraries.values())
-    assert "no package owns" not in text("userspace-libs.txt")
+    assert files.modules == () and files.sources == () and files.module_owners == () and files.dkms == ()
+    assert [(library.path, library.owners, library.mount) for library in files.libraries] == [
+        ("/usr/local/nvidia/lib64/libcuda.so.580.159.04", (), "/usr/local/nvidia"),
+        ("/usr/local/nvidia/lib64/libnvidia-ml.so.580.159.04", (), "/usr/local/nvidia")]
+    assert "/usr/local/nvidia ro," in text("mounts-nvidia.txt")
     assert "dpkg-query: no path found matching pattern /usr/local/nvidia/lib64/libcuda.so.1" in text(
         "dpkg-S-userspace.txt")
     assert text("modinfo-nvidia.txt") == "" and "modinfo: not found" in text("modinfo-nvidia.txt.stderr")
+    assert "nvidia 14299136 - - Live" in text("sys-module-nvidia.txt")  # loaded, though no file is here
 
 
 # Hand-written lines of the same form (marked so: no such machine was at hand) for the other origins.
@@ -131,6 +131,30 @@ def test_the_probe_report_of_the_machine() -> None:
     assert any("GPU0<->GPU1" in line for line in probe_lines(report))
 
 
-@pytest.mark.parametrize("step", ["preflight", "preflight-probe", "full-dry", "doctor", "probe"])
+@pytest.mark.parametrize("step", ["preflight", "preflight-probe", "full-dry", "doctor", "verify", "probe"])
 def test_no_step_of_the_run_there_crashed(step: str) -> None:
     assert not re.search(r"^Traceback", text(f"run/{step}.txt"), re.MULTILINE)
+
+
+def test_the_run_there_probed_planned_and_named_the_drivers_origin() -> None:
+    probed = text("run/preflight-probe.txt")
+    probe_at = probed.index("probe: GPU0<->GPU1: peer access yes")
+    assert probe_at < probed.index("already there: blocking check failed: nvidia-driver")  # before the stop
+    assert "probe: read-only, so it runs whatever the tables above block" in probed
+    planned = text("run/full-dry.txt")
+    assert planned.count("a run stops here before any change (the dry run plans on)") == 5
+    assert "Operation error" not in planned
+    assert "    Service | Run rigforge-engine.service" in planned and "    Bench | " in planned  # every layer
+    row = text("run/preflight.txt")
+    assert "not the driver: cuda-compat-13-0 580.95.05-0ubuntu1): blocked: rigforge cannot replace it" in row
+    assert "purge" not in row.split("already there: nvidia-driver")[1].split("\n")[0]
+    doctor = text("run/doctor.txt")
+    assert "| @local | kernel, engine, bench, driver | none |" in doctor and "exit status: 0" in doctor
+
+
+def test_the_run_before_these_changes_named_cuda_compat_the_driver() -> None:
+    # Kept for comparison: the same steps on the same kind of machine before the fixes (run-before/).
+    before = text("run-before/preflight-probe.txt")
+    assert "(an apt source no longer configured: cuda-compat-13-0 580.95.05-0ubuntu1): replace" in before
+    assert "probe: GPU0<->GPU1" not in before
+    assert "--> Operation error" in text("run-before/full-dry.txt")
