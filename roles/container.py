@@ -88,7 +88,7 @@ def _install_engine(install: DockerInstall, engine: EngineState) -> None:
     elif not engine.answers or not has_cli:
         apt.packages(name="Install the Docker engine (docker.io)", packages=["docker.io"])
     service_unit(name="Keep docker.service enabled and running", service="docker.service",
-                    running=True, enabled=True)
+                 running=True, enabled=True)
 
 
 def _install_toolkit(repo: AptRepo) -> None:

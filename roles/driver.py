@@ -123,6 +123,6 @@ def apply_driver(version: str | None = None) -> DriverChanges:
                               version=driver.version, packages=packages)
     # Started by the reboot when the new module is not loaded yet; started now when it is.
     service_unit(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True,
-                    running=True if driver_ready(profile) else None)
+                 running=True if driver_ready(profile) else None)
     return DriverChanges(boot_triggers=[(install, f"the NVIDIA driver package ({driver.version})")],
                          refreshed_by=[refresh, install])
