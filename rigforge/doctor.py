@@ -49,12 +49,14 @@ def doctor_command(inventory: Path, since: str | None, limit: list[str]) -> list
 
 
 def host_name(inventory_name: str) -> str:
-    """The name pyinfra gives a host: ``@rigforge/rig2x-a`` (routed through a connector) is ``rig2x-a``.
+    """The name pyinfra gives a host: ``@rigforge/rig2x-a`` (routed through a connector) is ``rig2x-a``; a
+    connector's own host (``@local``, the machine pyinfra runs on) keeps its name.
 
-    >>> host_name("@rigforge/rig2x-a"), host_name("sandbox-1")
-    ('rig2x-a', 'sandbox-1')
+    >>> host_name("@rigforge/rig2x-a"), host_name("sandbox-1"), host_name("@local")
+    ('rig2x-a', 'sandbox-1', '@local')
     """
-    return inventory_name.split("/", 1)[1] if inventory_name.startswith("@") else inventory_name
+    _, slash, name = inventory_name.partition("/")
+    return name if inventory_name.startswith("@") and slash else inventory_name
 
 
 def parse_records(stdout: str) -> dict[str, dict[str, Any]]:

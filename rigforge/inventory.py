@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rigforge.connection.connector import connector_host_name
-from rigforge.profile.loader import ProfileError, load_profile
+from rigforge.profile.comments import DECLARING_FILES
+from rigforge.profile.loader import PROFILES_DIR, ProfileError, load_profile
 
 HostEntry = tuple[str, dict[str, Any]]
 
@@ -75,6 +77,41 @@ def _rig_host(name: str, profile: str, ssh_hostname: str, ssh_user: str, ssh_por
         host_data["ssh_key"] = str(Path(ssh_key).expanduser())
     # Through rigforge's connector: key file and host key are checked first, one line per host on a problem.
     return connector_host_name(name), host_data
+
+
+#: The environment variable naming the profile of the rig rigforge runs on (inventory/local.py).
+LOCAL_PROFILE_ENV = "RIGFORGE_PROFILE"
+#: pyinfra's name for the machine it runs on: commands run there directly, no SSH.
+LOCAL_HOST = "@local"
+
+
+def local_host(profile: str | None = None, profile_overrides: Mapping[str, Any] | None = None,
+               environ: Mapping[str, str] | None = None, **data: Any) -> HostEntry:
+    """The machine pyinfra runs on, as a rig: one rig and no second machine to drive it from.
+
+    + profile: profile file stem under ``inventory/profiles``; None: the ``RIGFORGE_PROFILE`` variable
+    + profile_overrides: settings merged over the profile
+    + environ: where ``RIGFORGE_PROFILE`` is read (default: this process's environment)
+    + data: further pyinfra host data (``_sudo``, ``allow_reboot``…), as for ``rig_host``
+
+    Example: ``local_host("2x-pix")`` or, with ``RIGFORGE_PROFILE=2x-pix`` set, ``local_host()``
+    """
+    name = profile or (os.environ if environ is None else environ).get(LOCAL_PROFILE_ENV, "")
+    try:
+        if not name:
+            known = ", ".join(sorted(path.stem for path in PROFILES_DIR.glob("*.yaml")
+                                     if path.stem not in DECLARING_FILES))
+            raise ProfileError(f"inventory/local.py: no profile: set {LOCAL_PROFILE_ENV} to one of {known} "
+                               f"(e.g. {LOCAL_PROFILE_ENV}=2x-pix pyinfra inventory/local.py deploys/preflight.py)")
+        unknown = sorted(set(data) - _ALLOWED_HOST_DATA)
+        if unknown:
+            raise ProfileError(f"inventory host {LOCAL_HOST!r}: unknown setting {unknown[0]!r}; allowed: "
+                               f"{', '.join(sorted(_ALLOWED_HOST_DATA))}")
+        loaded = load_profile(name, profile_overrides, overrides_source=f"inventory host {LOCAL_HOST!r} "
+                                                                         "profile_overrides")
+    except ProfileError as exc:
+        raise _fail(exc) from None
+    return LOCAL_HOST, {"rigforge_profile": loaded.model_dump(mode="json"), **data}
 
 
 def sandbox_hosts(state_dir: Path | str = ".sandbox", profile: str = "sandbox",

@@ -32,7 +32,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.deb import DebArch
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt as pyinfra_apt
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files
 
 from rigforge.checks.docker_install import DockerInstall, docker_install, replacing_would_block
 from rigforge.context import current_profile
@@ -41,6 +41,7 @@ from rigforge.facts.packages import DpkgPackages
 from rigforge.operations import apt
 from rigforge.operations.docker import engine_loaded_runtime, nvidia_runtime_configured, other_docker_kept
 from rigforge.operations.files import managed_file
+from rigforge.operations.missing_tool import service_unit
 from rigforge.profile import AptRepo
 from rigforge.profile.loader import ProfileError
 from rigforge.render import render
@@ -86,8 +87,8 @@ def _install_engine(install: DockerInstall, engine: EngineState) -> None:
                     "never installing docker.io over it")
     elif not engine.answers or not has_cli:
         apt.packages(name="Install the Docker engine (docker.io)", packages=["docker.io"])
-    systemd.service(name="Keep docker.service enabled and running", service="docker.service",
-                    running=True, enabled=True)
+    service_unit(name="Keep docker.service enabled and running", service="docker.service",
+                 running=True, enabled=True)
 
 
 def _install_toolkit(repo: AptRepo) -> None:

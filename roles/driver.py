@@ -24,7 +24,6 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.server import Arch, LinuxDistribution
-from pyinfra.operations import systemd
 
 from rigforge.checks.driver_takeover import REPLACE
 from rigforge.context import current_profile
@@ -34,6 +33,7 @@ from rigforge.operations import apt, driver_takeover, nvidia_apt
 from rigforge.operations.driver_takeover import current_plan, recovery_line
 from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import kernel_headers, nvidia_module_for_kernels
+from rigforge.operations.missing_tool import service_unit
 from rigforge.operations.nvidia_apt import RepoPlatform, cuda_repo_platform, driver_packages
 from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
@@ -122,7 +122,7 @@ def apply_driver(version: str | None = None) -> DriverChanges:
     nvidia_module_for_kernels(name=f"Build the NVIDIA {driver.version} module for the running and next-boot kernels",
                               version=driver.version, packages=packages)
     # Started by the reboot when the new module is not loaded yet; started now when it is.
-    systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True,
-                    running=True if driver_ready(profile) else None)
+    service_unit(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True,
+                 running=True if driver_ready(profile) else None)
     return DriverChanges(boot_triggers=[(install, f"the NVIDIA driver package ({driver.version})")],
                          refreshed_by=[refresh, install])

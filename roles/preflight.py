@@ -25,6 +25,7 @@ from rigforge.probe.interconnect import last_json_line
 from rigforge.probe.report import probe_shell_command
 
 PROBE_STEP_TIMEOUT_S = 180
+PROBE_NAME = "Probe the GPU interconnect (P2P, all-reduce)"
 # The supervisor's own bound: its steps, plus start-up slack, for up to 8 GPUs (28 pairs).
 PROBE_TIMEOUT_S = PROBE_STEP_TIMEOUT_S * 30
 
@@ -39,11 +40,10 @@ def apply_preflight(with_probe: bool = False) -> None:
     checks = run_checks(current_profile(), gather_facts(host.get_fact))
     _log_table(checks)
     blocking = [check.name for check in blocking_failures(checks)]
+    if with_probe:  # read-only: before the stop, so a host a deploy would refuse still gets its answer
+        probe_interconnect(name=PROBE_NAME, python=settings.probe_python or None)
     stop_on_blocking_checks(name="Stop when a blocking check fails", blocking=blocking,
                             skip=settings.skip_preflight)
-    if with_probe:
-        probe_interconnect(name="Probe the GPU interconnect (P2P, all-reduce)",
-                           python=settings.probe_python or None)
 
 
 def _log_table(checks: list[Check]) -> None:
@@ -112,6 +112,8 @@ def probe_interconnect(python: str | None = None):
 
 def _run_probe(state: Any, host: Any, profile: Any, python: str | None) -> bool:
     sudo = {"_sudo": bool(host.data.get("_sudo", False))}
+    host.log("probe: read-only, so it runs whatever the tables above block (a blocking row stops deploys, "
+             "not the probe)", log_func=logger.info)
     made, output = host.run_shell_command(StringCommand("mktemp", "-d", "/tmp/rigforge-probe.XXXXXX"), **sudo)
     if not made:
         host.log_styled("probe: could not create a temporary directory", fg="red", log_func=logger.error)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import systemd
 
 from rigforge.context import current_profile
 from rigforge.facts.pci import ACS_CONTROL_REGISTER_OFFSET
 from rigforge.operations.files import managed_file
 from rigforge.operations.followup import follow_up
 from rigforge.operations.managed import absent
+from rigforge.operations.missing_tool import service_unit
 from rigforge.profile import Profile
 from rigforge.render import render
 from roles.driver import driver_ready
@@ -89,12 +89,12 @@ def apply_tuning() -> None:
               triggers=[gpu_unit, acs_unit], what="systemctl daemon-reload")
 
     if profile.gpus is not None:
-        systemd.service(name=f"Enable {GPU_SETTINGS_UNIT}", service=GPU_SETTINGS_UNIT, enabled=True, running=None)
+        service_unit(name=f"Enable {GPU_SETTINGS_UNIT}", service=GPU_SETTINGS_UNIT, enabled=True, running=None)
         if driver_ready(profile):
             follow_up(name="Apply the GPU settings now", commands=[f"systemctl restart {GPU_SETTINGS_UNIT}"],
                       triggers=[gpu_unit], what="apply persistence mode and power limit")
     if profile.tuning.disable_acs:
-        systemd.service(name=f"Enable {ACS_UNIT}", service=ACS_UNIT, enabled=True, running=None)
+        service_unit(name=f"Enable {ACS_UNIT}", service=ACS_UNIT, enabled=True, running=None)
         follow_up(name="Clear ACS redirect now", commands=[f"systemctl restart {ACS_UNIT}"],
                   triggers=[acs_script, acs_unit], what="clear ACS redirect",
                   not_in_container="a container host owns no PCI devices")

@@ -36,6 +36,12 @@ UNEXPLAINED = "a loaded module no installed package explains"
 UNCONFIGURED = "an apt source no longer configured"
 #: A driver whose files are gone while its module stays loaded until the next boot: nothing left to remove.
 REMOVED = "removed, loaded until the next boot"
+#: A module loaded with no module file, package or installer trace here: the driver of the machine this system
+#: runs in (a VM's host, a container's host); its libraries are that host's too, mounted in.
+HOST = "the host (a VM or container: loaded, no module file here)"
+#: Found by name or source package, yet owning no file of the driver: cuda-compat-X-Y is built from
+#: nvidia-graphics-drivers-NNN but holds CUDA's forward-compatibility libraries under /usr/local/cuda-X.Y/compat.
+_NEVER_THE_DRIVER = re.compile(r"^cuda-compat(-\d+)*$")
 
 LEAVE, INSTALL, KEEP, UPGRADE, REPLACE, REFUSE = "leave", "install", "keep", "upgrade", "replace", "refuse"
 
@@ -60,6 +66,31 @@ class DriverFound:
     install: DriverInstall
     loaded: LoadedDriver | None
     smi: SmiVersions | None
+
+    @property
+    def has_module_file(self) -> bool:
+        """A module file of the driver is on this system (modinfo, or found under /lib/modules)."""
+        return bool(self.install.files.modules) or self.install.module is not None
+
+
+def driver_packages(found: DriverFound) -> list[str]:
+    """The installed packages that are the driver: those owning its module files (``dpkg -S``; for a DKMS build,
+    its source tree). With no module loaded and no module file, the driver packages found by name or source
+    package, never ``cuda-compat``. A loaded module with no file here has no package at all."""
+    if found.install.files.modules:
+        owners = set(found.install.files.module_owners)
+        return [name for name in sorted(found.install.packages) if name in owners]
+    if found.loaded is not None or found.install.module is not None:
+        owner = found.install.module.owner if found.install.module else ""
+        return [owner] if owner in found.install.packages else []
+    return [name for name in sorted(found.install.packages) if not _NEVER_THE_DRIVER.match(name)]
+
+
+def bystanders(found: DriverFound) -> list[str]:
+    """Packages found by name or source package that are not the driver (they own none of its module files)."""
+    driver = set(driver_packages(found))
+    return [f"{name} {package.version}" for name, package in sorted(found.install.packages.items())
+            if name not in driver]
 
 
 def read_driver_found(get_fact: Callable[..., Any]) -> DriverFound:
@@ -118,10 +149,11 @@ def package_source(name: str, origins: Sequence[str], prefix: str) -> str:
     return UNCONFIGURED
 
 
-def package_sources(profile: Profile, install: DriverInstall) -> dict[str, str]:
-    """{package: where it came from} for every installed driver package."""
+def package_sources(profile: Profile, install: DriverInstall, names: Sequence[str] | None = None) -> dict[str, str]:
+    """{package: where it came from} for every installed driver package (only ``names`` when given)."""
     prefix = repo_prefix(profile)
-    found = {name: package_source(name, package.origins, prefix) for name, package in install.packages.items()}
+    found = {name: package_source(name, package.origins, prefix) for name, package in install.packages.items()
+             if names is None or name in names}
     # NVIDIA's repository also ships Debian's names (nvidia-driver, nvidia-kernel-dkms): one whose version no
     # source offers any more belongs with the NVIDIA packages of the same version.
     nvidia_versions = {install.packages[name].version for name, source in found.items() if source == NVIDIA_REPO}
@@ -132,7 +164,7 @@ def package_sources(profile: Profile, install: DriverInstall) -> dict[str, str]:
 def driver_sources(profile: Profile, found: DriverFound) -> dict[str, list[str]]:
     """{source: [what shows it]} for the driver on disk and in memory; empty when there is none."""
     sources: dict[str, list[str]] = {}
-    for name, source in package_sources(profile, found.install).items():
+    for name, source in package_sources(profile, found.install, driver_packages(found)).items():
         sources.setdefault(source, []).append(f"{name} {found.install.packages[name].version}")
     runfile = found.install.runfile
     # The installer's log outlives nvidia-uninstall: only the uninstaller says its files are still there.
@@ -145,8 +177,14 @@ def driver_sources(profile: Profile, found: DriverFound) -> dict[str, list[str]]
         sources[REMOVED] = [f"rigforge replaced {version[0]}"]
     elif module is None and runfile is not None:
         sources[REMOVED] = ["nvidia-uninstall ran (nvidia-installer.log is left)"]
+    elif found.loaded is not None and not found.has_module_file:
+        sources[HOST] = ["/proc/driver/nvidia/version"] + [
+            f"{library.path} ({', '.join(library.owners) or 'no package'}"
+            f"{', on ' + library.mount if library.mount not in ('', '/') else ''})"
+            for library in found.install.files.libraries]
     else:
-        sources[UNEXPLAINED] = [module.filename if module else
+        files = found.install.files.modules
+        sources[UNEXPLAINED] = [module.filename if module else files[0].path if files else
                                 "/proc/driver/nvidia/version" if found.loaded else "nvidia-smi"]
     return sources
 
@@ -167,7 +205,7 @@ def found_driver(found: DriverFound) -> tuple[str, str] | None:
         return loaded.version, "open" if loaded.open_kernel_module else "proprietary"
     if module is not None:
         return module.version, module.flavor
-    packages = found.install.packages
+    packages = {name: found.install.packages[name] for name in driver_packages(found)}
     flavor = package_flavor(list(packages))
     if found.smi is not None and found.smi.driver_version:
         return found.smi.driver_version, flavor
@@ -185,11 +223,15 @@ def plan_driver(profile: Profile, found: DriverFound) -> DriverPlan:
     if REMOVED in sources:
         return DriverPlan(version, sources, INSTALL, f"nothing of the old driver is left on disk: the host layer "
                                                      f"installs the profile's from {NVIDIA_REPO}")
+    if HOST in sources:
+        return DriverPlan(version, sources, REFUSE,
+                          "the driver is the host's (this system runs in a VM or container): nothing here can "
+                          "replace it; change it on the host, or run rigforge there")
     if UNEXPLAINED in sources:
         return DriverPlan(version, sources, REFUSE,
                           "nothing rigforge could run removes it (no package, no nvidia-uninstall): remove the "
                           "driver the way it was installed, or use a machine whose driver you manage")
-    by_package = package_sources(profile, found.install)
+    by_package = package_sources(profile, found.install, driver_packages(found))
     foreign = [name for name, source in by_package.items() if source != NVIDIA_REPO]
     other_flavor = "proprietary" if driver.flavor == "open" else "open"
     mismatched = [name for name, source in by_package.items()

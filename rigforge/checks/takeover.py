@@ -29,6 +29,7 @@ from rigforge.checks.driver_takeover import (
     SWITCH,
     UPGRADE,
     DriverFound,
+    bystanders,
     plan_driver,
     read_driver_found,
 )
@@ -131,6 +132,8 @@ def driver_row(profile: Profile, facts: InstalledFacts) -> list[Row]:
     plan = plan_driver(profile, facts.driver)
     found_text = f"{plan.found[0]} ({plan.found[1]})" if plan.found else "none"
     source_text = "; ".join(f"{source}: {', '.join(items[:3])}" for source, items in plan.sources.items()) or "-"
+    if others := bystanders(facts.driver):  # found by name, but owning no file of the driver's module
+        source_text += f"; not the driver: {', '.join(others)}"
     row = partial(Row, "nvidia-driver", found_text, source_text)
     if profile.driver is None:
         return [row("leave it", plan.why)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from rigforge.facts.driver_files import NO_DRIVER_FILES, DriverFiles, driver_files_command, parse_driver_files
 from rigforge.reads.parsing import split_sections
 
 #: Installed packages that make up an NVIDIA driver, by name: NVIDIA's repository (nvidia-open, cuda-drivers,
@@ -119,12 +120,14 @@ class DriverInstall:
     + module: the module file the running kernel would load, None when there is none
     + runfile: traces of the .run installer, None when there are none
     + replaced: the version of the driver rigforge last replaced (``REPLACED_RECORD``), None when none
+    + files: the module files, DKMS sources and user-space libraries, with the packages owning them
     """
 
     packages: dict[str, PackageOrigin]
     module: KernelModuleFile | None
     runfile: RunfileInstall | None
     replaced: str | None = None
+    files: DriverFiles = NO_DRIVER_FILES
 
 
 NO_DRIVER_INSTALL = DriverInstall(packages={}, module=None, runfile=None)
@@ -151,7 +154,7 @@ def parse_driver_install(text: str) -> DriverInstall:
                                  version=version)
     replaced = sections.get("replaced", "").strip().split("\t", 1)[0] or None
     return DriverInstall(packages=parse_apt_policy(sections.get("policy", "")), module=module, runfile=runfile,
-                         replaced=replaced)
+                         replaced=replaced, files=parse_driver_files(sections.get("files", "")))
 
 
 class NvidiaDriverInstall(FactBase[DriverInstall]):
@@ -171,7 +174,12 @@ class NvidiaDriverInstall(FactBase[DriverInstall]):
         return (
             "pkgs=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${source:Package}\\n' 2>/dev/null"
             f" | awk '$1 ~ /^.i/ && ($2 ~ /{DRIVER_PACKAGE_NAMES}/ || $3 ~ /{DRIVER_SOURCE_PACKAGES}/) {{print $2}}'); "
-            "echo '## policy'; if [ -n \"$pkgs\" ]; then LC_ALL=C apt-cache policy $pkgs 2>/dev/null; fi; "
+            # The driver's files and their owners first: the owners' apt sources are read with the others.
+            f"files=$({driver_files_command()}); "
+            "pkgs=\"$pkgs $(printf '%s\\n' \"$files\" | awk -F'\\t' '$1 == \"file\" || $1 == \"source\" {print $3}'"
+            " | tr ',' ' ')\"; echo '## files'; printf '%s\\n' \"$files\"; "
+            "echo '## policy'; if [ -n \"$(echo $pkgs)\" ]; then LC_ALL=C apt-cache policy $(printf '%s\\n' $pkgs"
+            " | sort -u) 2>/dev/null; fi; "
             "echo '## module'; f=$(modinfo -F filename nvidia 2>/dev/null); "
             "if [ -n \"$f\" ]; then echo \"filename: $f\"; echo \"license: $(modinfo -F license nvidia)\"; "
             "echo \"version: $(modinfo -F version nvidia)\"; "

@@ -3,7 +3,8 @@
 Before ``update-grub`` the GRUB update composes the kernel command line exactly as grub-mkconfig does
 (sourcing /etc/default/grub, then /etc/default/grub.d/*.cfg) and checks that every profile parameter
 is in it, so a drop-in that another file overrides fails here with the composed line printed, not
-silently at the next boot. Missing tools are errors that say what to do, never skipped steps.
+silently at the next boot. Missing tools are errors that say what to do, never skipped steps (a dry run
+notes them and plans on: rigforge/operations/missing_tool.py).
 
 In a container host both tools run on the container's own files; grub-mkconfig needs grub-probe to
 map the root file system, which a plain container cannot (the sandbox image diverts grub-probe for
@@ -16,11 +17,12 @@ import shlex
 from collections.abc import Sequence
 
 from pyinfra import host, logger
-from pyinfra.api import OperationError, StringCommand, operation
+from pyinfra.api import StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from rigforge.facts.packages import BootEnvironment
 from rigforge.operations.followup import changed_this_run
+from rigforge.operations.missing_tool import missing_tool
 
 
 def grub_cmdline_check_script(kernel_params: Sequence[str], default_dir: str = "/etc/default") -> str:
@@ -57,8 +59,9 @@ def update_grub(triggers: Sequence[OperationMeta], kernel_params: Sequence[str])
         return
     tools = host.get_fact(BootEnvironment)
     if not tools.update_grub:
-        raise OperationError("update-grub is not installed: rigforge sets kernel parameters through GRUB "
-                             "(/etc/default/grub.d); on a host that boots otherwise set them by hand")
+        missing_tool("update-grub is not installed: rigforge sets kernel parameters through GRUB "
+                     "(/etc/default/grub.d); on a host that boots otherwise set them by hand")
+        return
     if tools.container:
         host.log(f"{tools.container} container host: update-grub writes the container's grub.cfg; the kernel "
                  "that runs is the machine's", logger.info)
@@ -84,8 +87,9 @@ def update_initramfs(triggers: Sequence[OperationMeta]):
         return
     tools = host.get_fact(BootEnvironment)
     if not tools.update_initramfs:
-        raise OperationError("update-initramfs is not installed (Debian/Ubuntu's initramfs-tools): the modprobe.d "
-                             "changes must reach the initramfs another way (dracut -f)")
+        missing_tool("update-initramfs is not installed (Debian/Ubuntu's initramfs-tools): the modprobe.d "
+                     "changes must reach the initramfs another way (dracut -f)")
+        return
     if tools.container:
         host.log(f"{tools.container} container host: no kernel in /boot, update-initramfs has nothing to rebuild",
                  logger.info)

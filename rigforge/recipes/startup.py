@@ -13,7 +13,8 @@ report differs from its ``startup`` declaration (rigforge/profile/recipes.py).
 Example::
 
     startup_mismatches("vllm", {"moe_backend": "MARLIN"}, lines)
-    # ["runs MoE backend FLASHINFER_CUTLASS, not MARLIN (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161)"]
+    # ["runs MoE backend FLASHINFER_CUTLASS, not MARLIN
+    #   (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:189, 226, 256)"]
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ READERS: dict[str, dict[str, Reader]] = {
     "vllm": {
         "moe_backend": Reader("NvFp4 MoE backend out of potential backends",
                               r"Using '(\w+)' NvFp4 MoE backend out of potential backends",
-                              "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161"),
+                              "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:189, 226, 256"),
         # Chosen by vLLM (cuda.py:334-335), or the one --attention-backend selected (cuda.py:274: "Using
         # AttentionBackendEnum.X backend."; a selected backend that is not valid raises instead of falling back).
         "attention_backend": Reader("attention backend out of potential backends",
@@ -165,9 +166,10 @@ def startup_mismatches(kind: str, expected: Mapping[str, str], lines: Iterable[s
     + expected: the recipe's ``startup`` declaration (item -> value)
     + lines: the engine's start-up lines
 
-    >>> startup_mismatches("vllm", {"moe_backend": "MARLIN"},
-    ...     ["INFO [nvfp4.py:203] Using 'VLLM_CUTLASS' NvFp4 MoE backend out of potential backends: ['MARLIN']."])
-    ['runs MoE backend VLLM_CUTLASS, not MARLIN (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161)']
+    >>> line = "INFO [nvfp4.py:226] Using 'VLLM_CUTLASS' NvFp4 MoE backend out of potential backends: ['MARLIN']."
+    >>> startup_mismatches("vllm", {"moe_backend": "MARLIN"}, [line])  # doctest: +NORMALIZE_WHITESPACE
+    ['runs MoE backend VLLM_CUTLASS, not MARLIN
+      (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:189, 226, 256)']
     """
     report = startup_report(kind, list(lines))
     problems = []

@@ -139,3 +139,17 @@ def test_cli_skip_preflight_exits_zero(tmp_path: Path) -> None:
     result = _cli(tmp_path, "2x-pix", "-y", "--data", "skip_preflight=true")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "continuing because skip_preflight=true" in result.stderr or "No changes" in result.stderr
+
+
+def test_probe_runs_on_a_host_the_tables_stop(caplog: pytest.LogCaptureFixture) -> None:
+    # Read-only: the probe answers before the blocking stop, and the host still fails (exit non-zero).
+    hosts = [_fake_host("h200", "2x-pix", DEVICE_RUN / "facts", probe_python="python3"),
+             _fake_host("cpu", "sandbox", None, probe_python="python3")]
+    for _, data in hosts:
+        data["fake_responses"] = {"mktemp": "/tmp/rigforge-probe.TEST",
+                                  "interconnect.py": (DEVICE_RUN / "probe.json").read_text(), **data["fake_responses"]}
+    state = _run(hosts, with_probe=True)
+    assert [host.name for host in state.failed_hosts] == ["@fake/h200"]
+    assert any("interconnect.py" in command for command in _commands(state, "h200"))
+    assert "probe: read-only, so it runs whatever the tables above block" in caplog.text
+    assert "blocking check failed: gpu-model, compute-capability" in caplog.text

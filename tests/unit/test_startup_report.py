@@ -57,7 +57,7 @@ def test_marlin_on_an_engine_that_chose_another_moe_backend() -> None:
     promised = load_profile("4x-threadripper").engine.recipes["marlin"].startup
     problems = startup_mismatches("vllm", promised, lines("vllm-issue-31085-b12x.log"))
     assert problems[0] == ("runs MoE backend FLASHINFER_B12X, not MARLIN "
-                           "(vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161)")
+                           "(vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:189, 226, 256)")
     assert "did not report its TP size (expected 4; vllm/v1/engine/core.py:106 with vllm/config/vllm.py:1684 logs it)" \
         in problems
 
@@ -88,10 +88,11 @@ def test_sglang_args_that_match() -> None:
 
 
 def test_a_worker_that_fell_back_beside_the_others_is_named() -> None:
-    one = "(Worker_TP{}) INFO [nvfp4.py:161] Using '{}' NvFp4 MoE backend out of potential backends: ['MARLIN']."
+    one = "(Worker_TP{}) INFO [nvfp4.py:226] Using '{}' NvFp4 MoE backend out of potential backends: ['MARLIN']."
     mixed = [one.format(0, "MARLIN"), one.format(1, "VLLM_CUTLASS")]
     assert startup_mismatches("vllm", {"moe_backend": "MARLIN"}, mixed) == [
-        "runs MoE backend VLLM_CUTLASS, not MARLIN (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:161)"]
+        "runs MoE backend VLLM_CUTLASS, not MARLIN (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:189, 226, "
+        "256)"]
 
 
 def test_vllm_turning_custom_all_reduce_off_itself_is_off() -> None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rigforge.checks.docker_install import DockerRow
-from rigforge.checks.driver_takeover import NVIDIA_REPO, RUNFILE, UNEXPLAINED, package_source
+from rigforge.checks.driver_takeover import HOST, NVIDIA_REPO, RUNFILE, UNEXPLAINED, package_source
 from rigforge.checks.takeover import (
     InstalledFacts,
     Row,
@@ -105,12 +105,12 @@ def test_runfile_driver_blocks() -> None:
     assert "it would run /usr/bin/nvidia-uninstall --silent" in row.why
 
 
-def test_a_loaded_module_nothing_explains_blocks() -> None:
-    # The H100 machine: the host's module is loaded, nothing inside installed it.
+def test_a_loaded_module_with_no_file_here_is_the_hosts_and_blocks() -> None:
+    # The H100 machine: the host's module is loaded, nothing inside installed it (no module file either).
     loaded = parse_driver_version((FIXTURES / "gpu" / "nvidia-h100-x1" / "proc-driver-nvidia-version.txt").read_text())
     row = only(driver_row(RIG, replace(BARE, loaded_driver=loaded)))
     assert (row.found, row.blocking) == ("580.159.04 (open)", True)
-    assert row.source.startswith(UNEXPLAINED)
+    assert row.source.startswith(HOST)
 
 
 def test_package_source_without_an_apt_source() -> None:
