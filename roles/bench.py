@@ -73,6 +73,7 @@ from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
 from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
+from roles import quality
 
 
 @deploy("Bench")
@@ -177,6 +178,7 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
     local = controller_run_paths(results_dir, host.name, stamp)
     config = bench_config(profile, run_metadata(profile, host.name, read_versions(host, profile)),
                           stop_on_wrong_output)
+    config["quality"] = quality.config_block(host, profile, results_dir)  # checked by the client on load
     if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
         host.log(f"bench: could not write {paths.config}", logger.error)
         return Measured(stamp, None, None, local)
@@ -193,7 +195,9 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
     if not host.get_file(paths.result, str(local.result), **connector):
         host.log(f"bench FAILED on {host.name}: could not download {paths.result}", logger.error)
         return Measured(stamp, exit_status, None, local)
-    return Measured(stamp, exit_status, json.loads(local.result.read_text()), local)
+    result = json.loads(local.result.read_text())
+    quality.record_against_reference(host, profile, results_dir, result, local.result, connector)
+    return Measured(stamp, exit_status, result, local)
 
 
 def run_smoke_benchmark(
