@@ -4,19 +4,22 @@ Before a bench: the ``quality`` block of its config (rigforge/quality/reference.
 when one is stored. After it: the pass is compared with the model's reference (rigforge/quality/kld.py) and the
 comparison written into the result (``quality.against_reference``), which the recipe report's veto and the
 driver update read. The first pass of the reference recipe records the reference; the next pass of the same
-recipe in another engine start records its A/A noise. Called by roles/bench.py's ``measure``.
+recipe in another engine start records its A/A noise: right after recording, the engine is restarted once (the
+rigforge unit, nothing of the owner's) and the pass measured again. Called by roles/bench.py's ``measure``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 from pyinfra import logger
 from pyinfra.api import Host
 
+from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
 from rigforge.quality.judge import judge_quality
 from rigforge.quality.kld import compare_passes
@@ -90,3 +93,23 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
     line = (f"quality: reference of {key} recorded from recipe {recipe}" if passed["against_reference"].get(
         "recorded") else judge_quality(passed).line)
     host.log(f"{line} (pass: {passed.get('seconds', 0):.1f} s, {passed.get('requests')} requests)", logger.info)
+
+
+def recorded_now(result: dict[str, Any]) -> bool:
+    """Whether this result's pass was just recorded as the model's reference (its A/A is still to measure)."""
+    return bool(((result.get("quality") or {}).get("against_reference") or {}).get("recorded"))
+
+
+def restart_engine(host: Host, profile: Profile, connector: dict[str, Any]) -> bool:
+    """Restart the engine unit and wait until it answers /health (another start, for the reference's A/A)."""
+    probe = shlex.quote(f"import urllib.request; urllib.request.urlopen('{bench_base_url(profile)}/health', "
+                        "timeout=2)")
+    wait = profile.engine.health_timeout_s
+    host.log(f"quality: restarting {UNIT_NAME} once to measure the new reference's A/A noise in another start")
+    ok, _ = host.run_shell_command(
+        f"systemctl restart {UNIT_NAME} && for i in $(seq 1 {wait}); do python3 -c {probe} 2>/dev/null && exit 0; "
+        "sleep 1; done; exit 1", **connector)
+    if not ok:
+        host.log(f"quality: {UNIT_NAME} did not answer /health within {wait} s of its restart; the reference's "
+                 "A/A noise is measured by its next bench", logger.warning)
+    return bool(ok)

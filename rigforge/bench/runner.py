@@ -107,6 +107,11 @@ def run_bench(config: BenchConfig, progress: TextIO = sys.stderr) -> dict[str, A
     result["started"] = utc_now()
     result["client"] = {"python": platform.python_version(), "host": platform.node()}
     models = get_json(config.root_url, "/v1/models", config.request_timeout_s)
+    if config.quality_only:  # the reference's A/A in another engine start: the answers, no speed
+        result.update(server={"models": models}, quality=run_quality(config), sanity={"probes": []}, cells=[],
+                      failed_checks=[], status="ok", finished=utc_now())
+        print(quality_line(result["quality"]), file=progress, flush=True)
+        return result
     probes = run_probes(config)
     chat_probes, template = chat.chat_checks(config, chat.timed_sender(config, send),
                                              lambda text: count_tokens(config, text))
