@@ -25,6 +25,7 @@ from typing import Any
 from rigforge.bench.quality import METHODS
 from rigforge.profile import Model
 from rigforge.profile.quality import Quality
+from rigforge.quality.tasks import task_set
 
 CORPUS_PATH = Path(__file__).resolve().parent / "corpus.json"
 
@@ -82,6 +83,8 @@ def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] |
     """
     if not quality.enabled:
         return None
+    if quality.task_score.enabled:
+        task_set()  # refused with its reason while no graded set ships (rigforge/quality/tasks.py)
     corpus = load_corpus()
     tokens = None
     if reference is not None and reference["pass"].get("method") == "greedy":
