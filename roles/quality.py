@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,13 @@ from pyinfra.api import Host
 
 from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
-from rigforge.quality.judge import judge_quality
+from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
 from rigforge.quality.reference import load_reference, model_key, quality_config, save_reference
 from rigforge.serving.engines import UNIT_NAME
+from rigforge.updates.history import load_result
+from rigforge.updates.record import UpdateRecord, write_record
+from rigforge.updates.verdict import WORSE
 
 
 def base_of(host: Host) -> Profile:
@@ -113,3 +117,19 @@ def restart_engine(host: Host, profile: Profile, connector: dict[str, Any]) -> b
         host.log(f"quality: {UNIT_NAME} did not answer /health within {wait} s of its restart; the reference's "
                  "A/A noise is measured by its next bench", logger.warning)
     return bool(ok)
+
+
+def quality_regression(root: Path, record: UpdateRecord) -> UpdateRecord:
+    """A driver update's record made a regression when its after-bench's answers differ from the model's
+    reference and its baseline's did not (rigforge/quality/judge.py); written again when it changes.
+
+    + root: the controller's results folder
+    + record: the update's record as its speed comparison wrote it
+    """
+    after = judge_quality(load_result(Path(record.after)).get("quality"))
+    before = judge_quality(load_result(Path(record.baseline)).get("quality"))
+    if after.state != DIFFER or before.state == DIFFER:
+        return record
+    changed = replace(record, verdict=WORSE, summary=f"{after.line}; speed: {record.summary}")
+    write_record(root, changed)
+    return changed

@@ -184,3 +184,20 @@ def test_the_task_score_grades_the_final_number_and_is_refused_while_no_set_ship
     switched = quality.model_copy(update={"task_score": quality.task_score.model_copy(update={"enabled": True})})
     with pytest.raises(TaskSetMissing, match="bench.quality.task_score.enabled: no graded set"):
         quality_config(switched, "llama.cpp", None)
+
+
+def test_a_driver_update_whose_answers_moved_is_a_regression(tmp_path: Path) -> None:
+    from rigforge.updates.record import UpdateRecord
+    from roles.quality import quality_regression
+
+    runs = {}
+    for name, mean in (("before", 0.0007), ("after", 0.043), ("steady", 0.002)):
+        (tmp_path / "rig" / name).mkdir(parents=True)
+        (tmp_path / "rig" / name / "result.json").write_text(json.dumps(against(mean)))
+        runs[name] = str(tmp_path / "rig" / name)
+    record = UpdateRecord("rig", "20261127T0500Z", False, "595.1", "595.2", runs["before"], runs["after"], 30.0, 31.0,
+                          SAME, "same: decode C=1 in=128 …")
+    judged = quality_regression(tmp_path, record)
+    assert judged.regressed and judged.summary.startswith("answers differ (mean KLD 0.0430")
+    assert json.loads((tmp_path / "rig" / "updates" / "20261127T0500Z.json").read_text())["verdict"] == judged.verdict
+    assert quality_regression(tmp_path, replace(record, after=runs["steady"])).verdict == SAME
