@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rigforge.recipes.cells import Key, repeats_of, where
+from rigforge.recipes.plot import write_png
 from rigforge.recipes.report import Report
 from rigforge.updates.comparison import METRICS
 
@@ -79,9 +80,4 @@ def render_quality_plot(report: Report, png: Path, title: str, tolerance: float 
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     figure.suptitle(title + ": speed against answers")
-    figure.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    temporary = png.with_name(png.name + ".tmp.png")
-    figure.savefig(temporary)
-    temporary.replace(png)
-    return png
+    return write_png(figure, png)

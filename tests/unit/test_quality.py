@@ -201,3 +201,18 @@ def test_a_driver_update_whose_answers_moved_is_a_regression(tmp_path: Path) -> 
     assert judged.regressed and judged.summary.startswith("answers differ (mean KLD 0.0430")
     assert json.loads((tmp_path / "rig" / "updates" / "20261127T0500Z.json").read_text())["verdict"] == judged.verdict
     assert quality_regression(tmp_path, replace(record, after=runs["steady"])).verdict == SAME
+
+
+def test_the_trade_off_chart_plots_speed_against_kld_for_each_measured_recipe(tmp_path: Path) -> None:
+    from rigforge.recipes.quality_plot import primary_of, render_quality_plot
+    from rigforge.recipes.report import Trial
+
+    trials = [Trial("default", "d", "s", {**START_RESULT, **against(0.0)}, "r/1"),
+              Trial("kv-q4", "d", "s", {**measured(1.2, 1.0, CHAT), **against(0.043)}, "r/2")]
+    report = build_report(trials, "default", POLICY)
+    assert primary_of(report) is not None and primary_of(report)[0] == "decode_tps_per_user"
+    png = render_quality_plot(report, tmp_path / "quality.png", "rig")
+    assert png is not None and png.stat().st_size > 10_000
+    assert render_quality_plot(build_report(trials[:1], "default", POLICY), tmp_path / "none.png", "rig") is not None
+    bare = [Trial("default", "d", "s", START_RESULT, "r/1")]
+    assert render_quality_plot(build_report(bare, "default", POLICY), tmp_path / "bare.png", "rig") is None
