@@ -1,5 +1,5 @@
 """The quality pass: each engine's logprob answer read (llama.cpp captured here; vLLM and SGLang as quoted in public
-issues), a pass compared with the reference (real llama.cpp passes: another start, the K cache at q4_0), a
+issues), a pass compared with the reference (real llama.cpp passes: another KV cache size, the K cache at q4_0), a
 tokenizer mismatch refused, and quality vetoing a faster recipe (tests/fixtures/quality/README.md)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_sglang_input_logprobs_give_the_prompt_ids_and_each_positions_top_k() ->
         sglang_prompt_steps({"meta_info": {}}, 3)
 
 
-def test_the_same_recipe_in_another_start_stays_inside_the_tolerance_kv_q4_is_past_it() -> None:
+def test_another_kv_cache_size_stays_inside_the_tolerance_kv_q4_is_past_it() -> None:
     reference = fixture("llamacpp_pass_default.json")
     again = compare_passes(reference, fixture("llamacpp_pass_default_restart.json"))
     quantized = compare_passes(reference, fixture("llamacpp_pass_kv_q4.json"))
