@@ -41,10 +41,11 @@ from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 RECIPES = load_profile("sandbox").recipe_names
 QUALITY_TOLERANCE = load_profile("sandbox").bench.quality.max_mean_kld
 # One repeat: no verdict can be claimed (cannot tell), and no budget for more repeats (the A/A test below has them).
-# The quality pass at 16 greedy tokens a text (the profile's 32 halved: it is the longest part of a bench this short;
-# kv-q4's answers are past the tolerance within them: mean KLD 0.036 measured, tests/fixtures/quality/).
+# The quality pass on (the other e2e tests turn it off: tests/e2e/conftest.py), at 16 greedy tokens a text (the
+# profile's 32 halved: it is the longest part of a bench this short; kv-q4's answers are past the tolerance within
+# them: mean KLD 0.036 measured on tests/fixtures/quality/'s passes).
 BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.0, "repeats": 1, "warmup_requests": 0,
-         "verdicts": {"decide_budget_s": 0}, "quality": {"max_tokens": 16}}
+         "verdicts": {"decide_budget_s": 0}, "quality": {"enabled": True, "max_tokens": 16}}
 # The A/A tournament: three repeats of one 2 s cell (two leave Welch's test about one degree of freedom), and
 # 20 s for more repeats where a verdict cannot tell (it exercises that path; at this noise it rarely decides).
 AA_BENCH = {**BENCH, "cell_seconds": 2.0, "repeats": 3, "warmup_requests": 1, "verdicts": {"decide_budget_s": 20}}
