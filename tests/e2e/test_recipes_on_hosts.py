@@ -4,14 +4,14 @@ Real here: two Debian 12 systemd hosts reached over SSH, the sandbox profile's s
 PyPI, Gemma 3 270M uploaded with the ``local`` source, the real unit and health wait, the real bench client): three
 that differ in speed, ``kv-q4`` whose answers differ (its K cache at 4 bits; the quality pass against the reference
 recorded at converge says so, and the A/A tournament checks it is never better nor kept), ``rope-broken`` whose
-output is garbage and ``no-start`` that never comes up (both fixture recipes, made to fail the ways published recipes fail). The bench is cut
-down to one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed. Each recipe's
-``startup`` promise (threads, slots, context per slot) is checked by the trial against llama.cpp's own start-up
-lines, which the health wait keeps; a recipe measured passed it. The A/A test adds two recipes identical to
-``default`` on one host: they must never be judged better or worse, and keep=best must never move the rig to one;
-``one-thread`` (really ~40 % slower decode on an idle 2-core box) must be found worse unless the run itself says it
-cannot tell (the start drifted past the tolerance, or the noise exceeds 40 %). The tests share the two hosts and run
-in order.
+output is garbage and ``no-start`` that never comes up (both fixture recipes, made to fail the ways published
+recipes fail). The bench is cut down to one short cell (C=1, one 1 s window) to keep the suite's time: no test here
+asserts a speed. Each recipe's ``startup`` promise (threads, slots, context per slot) is checked by the trial
+against llama.cpp's own start-up lines, which the health wait keeps; a recipe measured passed it. The A/A test adds
+two recipes identical to ``default`` on one host: they must never be judged better or worse, and keep=best must
+never move the rig to one; ``one-thread`` (really ~40 % slower decode on an idle 2-core box) must be found worse
+unless the run itself says it cannot tell (the start drifted past the tolerance, or the noise exceeds 40 %). The
+tests share the two hosts and run in order.
 """
 
 from __future__ import annotations
