@@ -73,6 +73,7 @@ from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
 from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
+from roles import quality
 
 
 @deploy("Bench")
@@ -163,7 +164,7 @@ class Measured:
 
 
 def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any],
-            stop_on_wrong_output: bool = False) -> Measured:
+            stop_on_wrong_output: bool = False, quality_only: bool = False) -> Measured:
     """Run the client on the rig against ``profile``'s engine and download its result (``results/<host>/<stamp>``).
 
     + host: the rig
@@ -171,12 +172,16 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
     + results_dir: the controller's results folder
     + connector: the operation's connector arguments (sudo…)
     + stop_on_wrong_output: measure no cell once a probe answered wrong
+    + quality_only: only the quality pass (the reference's A/A in another engine start), kept out of the bench
+      history (``results/references/runs/``)
     """
     stamp = run_stamp(datetime.now(timezone.utc))
     paths = host_run_paths(stamp)
-    local = controller_run_paths(results_dir, host.name, stamp)
+    local = controller_run_paths(results_dir / "references" / "runs" if quality_only else results_dir, host.name,
+                                 stamp)
     config = bench_config(profile, run_metadata(profile, host.name, read_versions(host, profile)),
                           stop_on_wrong_output)
+    config.update(quality=quality.config_block(host, profile, results_dir), quality_only=quality_only)  # checked
     if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
         host.log(f"bench: could not write {paths.config}", logger.error)
         return Measured(stamp, None, None, local)
@@ -188,12 +193,17 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
         host.log(f"bench FAILED on {host.name}: the client exited {exit_status} without a result "
                  f"(config {paths.config}):\n" + "\n".join(output.stderr_lines[-20:]), logger.error)
         return Measured(stamp, exit_status, None, local)
-    host.run_shell_command(StringCommand(latest_link_command(paths)), **connector)
+    if not quality_only:
+        host.run_shell_command(StringCommand(latest_link_command(paths)), **connector)
     local.run_dir.mkdir(parents=True, exist_ok=True)
     if not host.get_file(paths.result, str(local.result), **connector):
         host.log(f"bench FAILED on {host.name}: could not download {paths.result}", logger.error)
         return Measured(stamp, exit_status, None, local)
-    return Measured(stamp, exit_status, json.loads(local.result.read_text()), local)
+    result = json.loads(local.result.read_text())
+    quality.record_against_reference(host, profile, results_dir, result, local.result, connector)
+    if quality.recorded_now(result) and quality.restart_engine(host, profile, connector):
+        measure(host, profile, results_dir, connector, quality_only=True)  # the new reference's A/A noise
+    return Measured(stamp, exit_status, result, local)
 
 
 def run_smoke_benchmark(

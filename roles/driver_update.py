@@ -48,7 +48,7 @@ from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import UpdateRecord, judge_update, recent_baseline
-from roles import bench, cuda, driver, images, service
+from roles import bench, cuda, driver, images, quality, service
 from roles.host import remember_reboot_triggers
 
 PREVIOUS_FILE = "/etc/rigforge/driver-previous"
@@ -273,6 +273,7 @@ def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: s
     # execute at once as nested operations.
     record: UpdateRecord = judge_update(results_root(), host.name, profile, plan.installed, plan.target,
                                         started, Path(baseline) if baseline else None, plan.rollback)
+    record = quality.quality_regression(results_root(), record)  # answers that moved are a regression too
     for line in record.report_lines():
         host.log(line, logger.info if record.ok else logger.error)
     if record.ok or plan.rollback:

@@ -22,6 +22,7 @@ from pyinfra import host, logger
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.profile import Profile
 from rigforge.recipes.plot import render_report_plot
+from rigforge.recipes.quality_plot import render_quality_plot
 from rigforge.recipes.report import Report, Trial, report_json, report_markdown
 from rigforge.updates.verdict import CANNOT_TELL
 
@@ -59,11 +60,11 @@ def cost_line(again: list[Timed], recipes: list[Timed]) -> str:
 
 def primary_bench(profile: Profile, repeats: int) -> Profile:
     """``profile`` benching only its primary cell, ``repeats`` times (no floors, no extra cells): more repeats
-    of the one number that decides, not a new verdict on the others."""
+    of the one number that decides, not a new verdict on the others (nor a new quality pass)."""
     primary = profile.bench.primary
     bench = profile.bench.model_copy(update={
         "concurrency": [primary.concurrency], "input_tokens": [primary.input_tokens], "repeats": repeats,
-        "floors": [], "extra_cells": []})
+        "floors": [], "extra_cells": [], "quality": profile.bench.quality.model_copy(update={"enabled": False})})
     return profile.model_copy(update={"bench": bench})
 
 
@@ -148,4 +149,5 @@ def write_report(report: Any, folder: Path, host_name: str, stamp: str) -> Path:
         temporary.write_text(text)
         temporary.replace(folder / name)
     render_report_plot(report, folder / "report.png", f"{host_name} recipes {stamp}")
+    render_quality_plot(report, folder / "quality.png", f"{host_name} recipes {stamp}")
     return folder

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rigforge.bench.quality import check_quality
+
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 #: What the chat probes judge: the answers (a chat-tuned model), the chat path alone (a base model), or nothing.
 CHAT_PROBE_MODES = ("answer", "path", "off")
@@ -90,6 +92,10 @@ class BenchConfig:
     stop_on_wrong_output: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     api_key_file: str | None = None
+    # The quality pass (rigforge/bench/quality.py): texts, top-k, the reference's tokens; None: no pass.
+    quality: dict[str, Any] | None = None
+    # Only the quality pass: no probes, no cells (the reference's A/A noise, measured in a second engine start).
+    quality_only: bool = False
 
     @property
     def root_url(self) -> str:
@@ -160,6 +166,13 @@ def validate(config: BenchConfig) -> BenchConfig:
     if config.api_key_file is not None and not (isinstance(config.api_key_file, str)
                                                 and config.api_key_file.startswith("/")):
         raise ConfigError(f"api_key_file must be an absolute path or null, got {config.api_key_file!r}")
+    if not isinstance(config.quality_only, bool) or (config.quality_only and not config.quality):
+        raise ConfigError(f"quality_only must be true or false, and true only with a quality block, got "
+                          f"{config.quality_only!r}")
+    try:
+        check_quality(config.quality)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     return config
 
 

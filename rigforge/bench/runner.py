@@ -14,6 +14,7 @@ from rigforge.bench.cell import cell_result, failed_cell, run_requests
 from rigforge.bench.client import count_tokens, send
 from rigforge.bench.config import COMPLETIONS, BenchConfig, CellKind, cell_where
 from rigforge.bench.prompts import NonceSource, SizedBody, size_body
+from rigforge.bench.quality import quality_line, run_quality
 from rigforge.bench.server_metrics import parse_prometheus
 from rigforge.bench.transport import get_json, request
 
@@ -106,6 +107,11 @@ def run_bench(config: BenchConfig, progress: TextIO = sys.stderr) -> dict[str, A
     result["started"] = utc_now()
     result["client"] = {"python": platform.python_version(), "host": platform.node()}
     models = get_json(config.root_url, "/v1/models", config.request_timeout_s)
+    if config.quality_only:  # the reference's A/A in another engine start: the answers, no speed
+        result.update(server={"models": models}, quality=run_quality(config), sanity={"probes": []}, cells=[],
+                      failed_checks=[], status="ok", finished=utc_now())
+        print(quality_line(result["quality"]), file=progress, flush=True)
+        return result
     probes = run_probes(config)
     chat_probes, template = chat.chat_checks(config, chat.timed_sender(config, send),
                                              lambda text: count_tokens(config, text))
@@ -117,6 +123,9 @@ def run_bench(config: BenchConfig, progress: TextIO = sys.stderr) -> dict[str, A
     if template is not None:
         result["server"]["chat_template"] = {"source": template.source, "rendered": template.rendered}
     wrong = config.stop_on_wrong_output and not all(probe.passed for probe in probes)
+    result["quality"] = None if wrong else run_quality(config)
+    if result["quality"] is not None:
+        print(quality_line(result["quality"]), file=progress, flush=True)
     cells = [] if wrong else run_cells(config, progress)
     result["sanity"] = {"probes": [probe.as_dict() for probe in probes]}
     result["cells"] = cells

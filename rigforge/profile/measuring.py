@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from rigforge.profile.quality import Quality
 from rigforge.profile.types import PositiveInt, SafeText, StrictModel
 
 
@@ -73,6 +74,7 @@ class Bench(StrictModel):
     extra_cells: list[ExtraCells]
     primary: PrimaryMetric
     verdicts: Verdicts
+    quality: Quality  # the quality pass and its veto (rigforge/profile/quality.py)
 
     @model_validator(mode="after")
     def _floors_name_measured_cells(self) -> Bench:

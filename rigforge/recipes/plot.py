@@ -59,6 +59,11 @@ def render_report_plot(report: Report, png: Path, title: str) -> Path:
     panels[0].legend(fontsize="small")
     out = ", ".join(trial.recipe for trial in report.trials if trial.disqualified)
     figure.suptitle(title + (f" — disqualified: {out}" if out else ""))
+    return write_png(figure, png)
+
+
+def write_png(figure: Any, png: Path) -> Path:
+    """Lay out ``figure`` and write it to ``png`` whole (a temporary name, then renamed)."""
     figure.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     temporary = png.with_name(png.name + ".tmp.png")

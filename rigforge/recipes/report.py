@@ -33,6 +33,7 @@ from rigforge.recipes.cells import (
     primary_value,
     where,
 )
+from rigforge.recipes.quality_veto import ANSWERS_DIFFER, veto
 from rigforge.updates.comparison import Comparison, RegressionPolicy, compare
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
@@ -40,7 +41,7 @@ START, DISQUALIFIED = "start", "disqualified"
 #: Older names of the verdicts (rigforge.updates.verdict has them all).
 SLOWER, NOT_BETTER = WORSE, CANNOT_TELL
 #: What a recipe can be called in the report.
-RECIPE_VERDICTS = (START, BETTER, WORSE, SAME, CANNOT_TELL, DISQUALIFIED)
+RECIPE_VERDICTS = (START, BETTER, WORSE, SAME, CANNOT_TELL, ANSWERS_DIFFER, DISQUALIFIED)
 __all__ = ["DASH", "Key", "RECIPE_VERDICTS", "Report", "Trial", "cell_key", "decode_c1", "measured_value", "metric",
            "where"]
 #: The two numbers the table shows per cell.
@@ -138,7 +139,7 @@ def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy,
             verdicts.append(RecipeVerdict(trial.recipe, CANNOT_TELL, "no measured starting recipe to compare with",
                                           decode_c1(trial.result or {})))
         else:
-            verdicts.append(judge_recipe(start_result, trial, policy, again))
+            verdicts.append(veto(judge_recipe(start_result, trial, policy, again), trial.result))  # quality vetoes
     better = [verdict for verdict in verdicts if verdict.verdict == BETTER and verdict.primary is not None]
     higher = policy.primary is None or metric(policy.primary.metric).higher_is_better
     best = max(better, key=lambda verdict: (verdict.primary or 0.0) * (1 if higher else -1)).recipe if better else None
@@ -254,6 +255,7 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
                      "claims": [dict(claim) for claim in trial.claims],
                      "image": trial.image,
                      "image_git_refs": {arg: dict(ref) for arg, ref in trial.image_git_refs.items()},
+                     "quality": ((trial.result or {}).get("quality") or {}).get("against_reference"),
                      "measured": {where(key): {name: measured_value(trial.result, name, key) for name in TABLE_METRICS}
                                   for key in report.cells},
                      **{key: value for key, value in asdict(verdict).items() if key != "recipe"}}

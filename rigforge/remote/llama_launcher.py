@@ -25,8 +25,29 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+#: ggml's type numbers for llama-server's --cache-type-k/-v names (ggml.h's enum ggml_type, as xllamacpp's
+#: ggml_type enum gives them: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, BF16 30).
+GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}
+#: llama.cpp's flash attention switch (enum llama_flash_attn_type: auto -1, disabled 0, enabled 1).
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
+
+
+def ggml_type(name: str) -> int:
+    """A --cache-type-k/-v name as ggml's type number (argparse shows the ValueError as a bad value)."""
+    if name not in GGML_TYPES:
+        raise ValueError(f"{name!r} is not one of {', '.join(GGML_TYPES)}")
+    return GGML_TYPES[name]
+
+
+def flash_attn(name: str) -> int:
+    """A --flash-attn value (on, off, auto) as llama.cpp's switch."""
+    if name not in FLASH_ATTN:
+        raise ValueError(f"{name!r} is not one of {', '.join(FLASH_ATTN)}")
+    return FLASH_ATTN[name]
+
+
 #: Optional llama-server flags the launcher accepts: flag -> (CommonParams attribute path, type).
-LAUNCHER_FLAGS: dict[str, tuple[str, type]] = {
+LAUNCHER_FLAGS: dict[str, tuple[str, Any]] = {
     "--batch-size": ("n_batch", int),
     "--ubatch-size": ("n_ubatch", int),
     "--threads-batch": ("cpuparams_batch.n_threads", int),
@@ -40,6 +61,11 @@ LAUNCHER_FLAGS: dict[str, tuple[str, type]] = {
     # A llama.cpp built-in template name (gemma, chatml, ...) or a Jinja template's text; names need --no-jinja.
     "--chat-template": ("chat_template", str),
     "--no-jinja": ("use_jinja", bool),
+    # KV cache element types (ggml type names: f16, q8_0, q4_0, …) and flash attention (on, off, auto); a
+    # quantized V cache needs flash attention in llama.cpp.
+    "--cache-type-k": ("cache_type_k", ggml_type),
+    "--cache-type-v": ("cache_type_v", ggml_type),
+    "--flash-attn": ("flash_attn_type", flash_attn),
 }
 
 #: Boolean flags that switch a default off rather than on.

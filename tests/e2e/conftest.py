@@ -82,8 +82,10 @@ class Sandbox:
 
     def write_inventory(self, path: Path, hosts: list[SandboxHost], profile: str = "sandbox",
                         overrides: dict | None = None) -> Path:
-        """Write a pyinfra inventory .py for ``hosts`` with ``profile`` (and ``overrides``); return its path."""
-        path.write_text(inventory_source(self.state_dir, [h.name for h in hosts], profile, overrides or {}))
+        """Write a pyinfra inventory .py for ``hosts`` with ``profile`` (and ``overrides``, over E2E_OVERRIDES);
+        return its path."""
+        merged = merged_overrides(E2E_OVERRIDES, overrides or {})
+        path.write_text(inventory_source(self.state_dir, [h.name for h in hosts], profile, merged))
         return path
 
     def close(self, keep: int = 0) -> None:
@@ -91,6 +93,26 @@ class Sandbox:
         gone, self._made = self._made[keep:], self._made[:keep]
         if gone:
             down(gone, self.state_dir)
+
+
+#: What every e2e host gets unless its test says otherwise: no quality pass in its benches. The pass asks llama.cpp
+#: for log-probabilities at every token (a sort of Gemma's 262,144-token vocabulary each), seconds a bench on a
+#: 2-core machine, and its first bench would record a reference and restart the engine; the recipes e2e
+#: (test_recipes_on_hosts.py) turns it on and checks it.
+E2E_OVERRIDES: dict = {"bench": {"quality": {"enabled": False}}}
+
+
+def merged_overrides(base: dict, top: dict) -> dict:
+    """``top`` laid over ``base``, mapping by mapping (``top`` wins).
+
+    >>> merged_overrides({"bench": {"quality": {"enabled": False}}}, {"bench": {"repeats": 1}})
+    {'bench': {'quality': {'enabled': False}, 'repeats': 1}}
+    """
+    merged = dict(base)
+    for key, value in top.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = merged_overrides(merged[key], value) if both else value
+    return merged
 
 
 def inventory_source(state_dir: Path, names: list[str], profile: str, overrides: dict) -> str:

@@ -74,8 +74,8 @@ def test_a_built_in_template_name_without_no_jinja_is_refused() -> None:
 
 
 def test_native_engine_refuses_flags_the_launcher_does_not_know() -> None:
-    profile = load_profile("sandbox", {"engine": {"flags": {"--flash-attn": True}}})
-    with pytest.raises(EngineConfigError, match="--flash-attn"):
+    profile = load_profile("sandbox", {"engine": {"flags": {"--mlock": True}}})
+    with pytest.raises(EngineConfigError, match="--mlock"):
         launch_command(profile)
 
 

@@ -199,7 +199,7 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
     assert default == {
         "recipe": "default", "description": "d", "source": "s", "run_dir": "results/h/1", "disqualified": None,
         "claims": [CLAIM, CLAIM_ELSEWHERE], "image": "rigforge/vllm:aa",
-        "image_git_refs": {"VLLM_REF": {"ref": "v1", "commit": "cccccccc"}},
+        "image_git_refs": {"VLLM_REF": {"ref": "v1", "commit": "cccccccc"}}, "quality": None,
         "measured": {"C=1 in=128": {"decode_tps_per_user": 30.0, "output_tps": 60.0},
                      "C=2 in=128": {"decode_tps_per_user": 20.0, "output_tps": 40.0},
                      "C=1 in=128 (chat)": {"decode_tps_per_user": 50.0, "output_tps": 100.0}},

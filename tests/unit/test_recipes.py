@@ -157,7 +157,8 @@ def test_the_rigs_records_are_parsed_from_the_fact_output() -> None:
 
 def test_the_trial_order_starts_with_the_starting_recipe() -> None:
     profile = load_profile("sandbox")
-    assert trial_order(profile, "one-slot", []) == ["one-slot", "default", "one-thread", "rope-broken", "no-start"]
+    assert trial_order(profile, "one-slot", []) == ["one-slot", "default", "one-thread", "kv-q4", "rope-broken",
+                                                      "no-start"]
     assert trial_order(profile, "default", ["one-thread", "default"]) == ["default", "one-thread"]
     with pytest.raises(ProfileError, match="--data recipes=fast: no recipe 'fast' in profile sandbox"):
         trial_order(profile, "default", ["fast"])

@@ -1,0 +1,34 @@
+"""The profile's quality settings (``bench.quality``): the pass every bench runs beside speed, the reference it is
+judged against, and how far a recipe may move the model's answers (rigforge/quality/, docs/bench.md#quality)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from rigforge.profile.types import SafeText, StrictModel
+
+
+class TaskScore(StrictModel):
+    """A graded task set through the same API (GSM8K-style, rigforge/quality/tasks.py); off where it means
+    nothing (a model too small to solve it) or where no graded set ships with rigforge."""
+
+    enabled: bool
+    reason: SafeText  # why it is on or off for this model
+
+
+class Quality(StrictModel):
+    enabled: bool
+    # The recipe whose answers are the model's reference; None: the profile's default recipe (engine.recipe).
+    reference_recipe: str | None
+    # Log-probabilities read per position (the KLD is a top-k approximation over these).
+    top_k: Annotated[int, Field(ge=1, le=20)]
+    # Tokens generated per text where the engine has no prompt logprobs (llama.cpp: greedy with re-sync).
+    max_tokens: Annotated[int, Field(ge=1, le=512)]
+    # Re-synchronisations a text may take before the rest of it is left unmeasured (bounds a pass's time).
+    max_resyncs: Annotated[int, Field(ge=0, le=64)]
+    # Mean top-k KLD (nats) against the reference past which a recipe's answers differ (vetoes "better").
+    max_mean_kld: Annotated[float, Field(gt=0)]
+    reason: SafeText  # where max_mean_kld comes from, for this model
+    task_score: TaskScore

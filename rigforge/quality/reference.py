@@ -1,0 +1,95 @@
+"""The model's reference on the controller: one quality pass per model and revision, and its own A/A noise.
+
+``results/references/<model key>.json`` holds the pass of the profile's reference recipe (``bench.quality.
+reference_recipe``, else the default recipe) from the first bench that measured it, the engine start it ran in,
+and — once the same recipe was measured in another engine start — the A/A noise: that pass against the first
+(GPU kernels and even llama.cpp's prompt cache are not bit-exact between starts). A reference made elsewhere (a
+BF16 or FP8 checkpoint's pass, as the wiki's KLD page uses) is imported by putting its file there.
+
+Example::
+
+    key = model_key(profile.model)                  # 'gemma-3-270m-q4_k_m.gguf@a5fd3b62230a'
+    reference = load_reference(results_root(), key)
+    config = quality_config(profile.bench.quality, "llama.cpp", reference)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rigforge.bench.quality import METHODS
+from rigforge.profile import Model
+from rigforge.profile.quality import Quality
+from rigforge.quality.tasks import task_set
+
+CORPUS_PATH = Path(__file__).resolve().parent / "corpus.json"
+
+
+def model_key(model: Model) -> str:
+    """The model and its revision, safe as a file name: repository@revision, or file names@first file's hash.
+
+    >>> from rigforge.profile.loader import load_profile
+    >>> model_key(load_profile("sandbox").model)
+    'gemma-3-270m-q4_k_m.gguf@a5fd3b62230a'
+    """
+    if model.repo_id:
+        name, revision = model.repo_id, model.revision or "main"
+    else:
+        name = "+".join(file.name for file in model.files) or model.path
+        revision = next((file.sha256[:12] for file in model.files if file.sha256), "unversioned")
+    return re.sub(r"[^A-Za-z0-9._@+-]", "_", f"{name}@{revision}")
+
+
+def reference_path(results_dir: Path, key: str) -> Path:
+    """Where a model's reference lives on the controller."""
+    return results_dir / "references" / f"{key}.json"
+
+
+def load_reference(results_dir: Path, key: str) -> dict[str, Any] | None:
+    """The stored reference, None when none was recorded (or the file is unreadable: it is then recorded anew)."""
+    try:
+        data = json.loads(reference_path(results_dir, key).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("pass"), dict) else None
+
+
+def save_reference(results_dir: Path, key: str, reference: Mapping[str, Any]) -> Path:
+    """Write the reference whole, then rename it into place."""
+    path = reference_path(results_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.new")
+    temporary.write_text(json.dumps(reference, indent=1) + "\n")
+    os.replace(temporary, path)
+    return path
+
+
+def load_corpus(path: Path = CORPUS_PATH) -> dict[str, Any]:
+    """The fixed texts every quality pass reads (rigforge/quality/corpus.json: source and licence inside)."""
+    return json.loads(path.read_text())
+
+
+def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The bench config's ``quality`` block (None when the profile turns it off).
+
+    + quality: the profile's ``bench.quality``
+    + engine: the profile's engine kind (llama.cpp: greedy with re-sync; vLLM, SGLang: teacher forcing)
+    + reference: the stored reference (its tokens keep a greedy pass on its path), None to record one
+    """
+    if not quality.enabled:
+        return None
+    if quality.task_score.enabled:
+        task_set()  # refused with its reason while no graded set ships (rigforge/quality/tasks.py)
+    corpus = load_corpus()
+    tokens = None
+    if reference is not None and reference["pass"].get("method") == "greedy":
+        tokens = {text["id"]: [step["token"] for step in text["steps"]] for text in reference["pass"]["texts"]}
+    return {"engine": engine, "method": METHODS[engine], "top_k": quality.top_k, "max_tokens": quality.max_tokens,
+            "max_resyncs": quality.max_resyncs, "corpus": corpus["corpus"],
+            "texts": [{"id": text["id"], "text": text["text"]} for text in corpus["texts"]],
+            "reference_tokens": tokens}
