@@ -38,6 +38,7 @@ HELP = {
     "rigforge_health_metrics_interval_seconds": "Seconds between two writes (monitoring.interval_s).",
     "rigforge_health_metrics_cpu_seconds": "CPU seconds (user + system) the last write took, nvidia-smi included.",
     "rigforge_health_metrics_cpu_seconds_total": "CPU seconds every write since the rig booted took.",
+    "rigforge_health_metrics_writes_total": "Writes since the rig booted.",
     "rigforge_gpus_expected": "GPUs the profile expects (0: a CPU-only rig).",
     "rigforge_gpus_found": "GPUs nvidia-smi lists (0 where it does not run).",
     "rigforge_nvidia_smi_present": "1 when nvidia-smi is installed.",
@@ -118,7 +119,7 @@ def read_state(path: str, boot_id: str) -> dict[str, Any]:
     except (OSError, ValueError):
         state = {}
     if state.get("boot_id") != boot_id:
-        state = {"boot_id": boot_id, "cursor": None, "lines": {}, "cpu_seconds": 0.0}
+        state = {"boot_id": boot_id, "cursor": None, "lines": {}, "cpu_seconds": 0.0, "writes": 0}
     return state
 
 
@@ -273,10 +274,12 @@ def main(argv: Sequence[str]) -> int:
     used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     cpu = sum(usage.ru_utime + usage.ru_stime for usage in used)
     state["cpu_seconds"] = state.get("cpu_seconds", 0.0) + cpu
+    state["writes"] = state.get("writes", 0) + 1
     samples += [("rigforge_health_metrics_last_run_timestamp_seconds", {}, time.time()),
                 ("rigforge_health_metrics_interval_seconds", {}, float(config["interval_s"])),
                 ("rigforge_health_metrics_cpu_seconds", {}, cpu),
-                ("rigforge_health_metrics_cpu_seconds_total", {}, state["cpu_seconds"])]
+                ("rigforge_health_metrics_cpu_seconds_total", {}, state["cpu_seconds"]),
+                ("rigforge_health_metrics_writes_total", {}, float(state["writes"]))]
     write_atomically(config["textfile"], exposition(samples))
     os.makedirs(os.path.dirname(config["state"]), exist_ok=True)
     write_atomically(config["state"], json.dumps(state))

@@ -1,0 +1,142 @@
+"""Monitoring on a real sandbox host: node_exporter and Prometheus from Debian's packages, installed by the deploy.
+
+Real here: Debian 12 with systemd, apt, Debian's prometheus-node-exporter 1.5 and prometheus 2.42, rigforge's
+timer and collector, llama.cpp's server (xllamacpp) under systemd and its journal. One host, tests in order,
+each starting where the last ended; short intervals (interval_s 10, scrapes and rule evaluations every 2 s, a
+20 s known-failure window) so the whole module stays near three minutes:
+
+1. serve, then deploys/monitoring.py; a second run plans nothing; Prometheus (on the rig, loopback only)
+   scrapes the rig's metrics through node_exporter, the CPU-only host says 0 GPUs and no nvidia-smi;
+2. a known-failure line in the engine's journal raises its alert in Prometheus' API within two intervals, and
+   the alert clears once the line is older than the window;
+3. the engine stopped raises "engine down"; the collector's own CPU cost is read from its metrics.
+
+Stand-in: the planted line. The engine here does not fail by itself at runtime, so the test writes a line the
+signatures know (``disk-full``: the example line of inventory/known-failures.yaml) from a process it moves into
+the engine unit's cgroup: journald files it under the engine's unit as it would the engine's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rigforge.known_failures import known_signatures
+from rigforge.sandbox import SandboxHost, exec_in
+from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import UNIT_NAME
+from tests.e2e.conftest import Sandbox
+from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
+
+DEPLOY = "deploys/monitoring.py"
+INTERVAL_S = 10
+WINDOW_S = 20
+#: Short intervals for the test; Prometheus runs on the rig itself (its inventory names it: host overrides).
+MONITORING = {"interval_s": INTERVAL_S,
+              "prometheus": {"install": True, "scrape_interval_s": 2, "evaluation_interval_s": 2},
+              "alerts": {"known_failure_window_s": WINDOW_S, "engine_down_for_s": 0}}
+PLANTED = "disk-full"
+
+
+@dataclass
+class Rig:
+    host: SandboxHost
+    inventory: Path
+
+    def sh(self, command: str | list[str]) -> str:
+        run = exec_in(self.host, command)
+        assert run.returncode == 0, f"{command}: {run.stderr}"
+        return run.stdout
+
+    def api(self, path: str) -> Any:
+        """Prometheus' HTTP API, asked on the rig (it listens on loopback only)."""
+        script = ("import json, sys, urllib.request; "
+                  "print(urllib.request.urlopen('http://127.0.0.1:9090' + sys.argv[1], timeout=10).read().decode())")
+        return json.loads(self.sh(["python3", "-c", script, path]))["data"]
+
+    def firing(self, alert: str, **labels: str) -> bool:
+        return any(item["labels"].get("alertname") == alert and item["state"] == "firing"
+                   and all(item["labels"].get(key) == value for key, value in labels.items())
+                   for item in self.api("/api/v1/alerts")["alerts"])
+
+    def value(self, query: str) -> float | None:
+        result = self.api(f"/api/v1/query?query={query}")["result"]
+        return float(result[0]["value"][1]) if result else None
+
+
+def wait_for(condition: Any, seconds: float, what: str) -> float:
+    """Poll ``condition`` every second; return the seconds it took, fail after ``seconds``."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if condition():
+            return time.monotonic() - start
+        time.sleep(1)
+    pytest.fail(f"{what}: not within {seconds:g} s")
+
+
+@pytest.fixture(scope="module")
+def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    model = ensure_gemma(REPO_ROOT / ".cache" / "models")
+    host = sandbox.fresh_host("monitor")
+    overrides = {"model": {"local_path": str(model)}, "monitoring": MONITORING}
+    inventory = sandbox.write_inventory(tmp_path_factory.mktemp("monitor") / "inventory.py", [host], "sandbox",
+                                        overrides)
+    run_pyinfra(inventory, "deploys/serve.py")
+    yield Rig(host, inventory)
+
+
+def test_deploy_publishes_and_prometheus_scrapes_the_rig(rig: Rig) -> None:
+    run_pyinfra(rig.inventory, DEPLOY)
+    assert_no_changes(rig.inventory, DEPLOY)
+    listeners = rig.sh("ss -ltnH")
+    assert re.search(r"127\.0\.0\.1:9100\b", listeners) and re.search(r"127\.0\.0\.1:9090\b", listeners), listeners
+    assert not re.search(r"(\*|0\.0\.0\.0|\[::\]):(9100|9090)\b", listeners), listeners
+    assert rig.sh("systemctl is-active rigforge-health-metrics.timer").strip() == "active"
+    served = rig.sh(["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                     "'http://127.0.0.1:9100/metrics', timeout=10).read().decode())"])
+    assert "rigforge_engine_up 1" in served and "rigforge_gpus_found 0" in served
+    age = float(rig.sh("echo $(( $(date +%s) - $(stat -c %Y /var/lib/prometheus/node-exporter/rigforge.prom) ))"))
+    assert age <= 2 * INTERVAL_S, age  # the timer keeps it fresh
+    wait_for(lambda: rig.value('rigforge_engine_up{job="rigforge-node"}') == 1, 30, "Prometheus scrapes the rig")
+    # A CPU-only rig says so: 0 GPUs expected and found, no nvidia-smi, and no per-GPU series at all.
+    assert rig.value("rigforge_gpus_expected") == 0 and rig.value("rigforge_nvidia_smi_present") == 0
+    assert rig.api("/api/v1/query?query=rigforge_gpu_info")["result"] == []
+    assert rig.value('up{job="rigforge-engine-' + rig.host.name + '"}') == 1  # llama.cpp's own --metrics
+    for rule in rig.api("/api/v1/rules")["groups"][0]["rules"]:
+        assert rule["health"] == "ok", rule
+
+
+def test_a_known_failure_line_fires_its_alert_and_clears_after_the_window(rig: Rig) -> None:
+    line = next(s for s in known_signatures() if s.id == PLANTED).examples[0]
+    assert not rig.firing("RigforgeKnownFailure", id=PLANTED)
+    # The stand-in (module docstring): a process in the engine's cgroup writes the line to the journal.
+    cgroup = rig.sh(f"cut -d: -f3 /proc/$(systemctl show -p MainPID --value {UNIT_NAME})/cgroup").strip()
+    rig.sh(["sh", "-c", f'echo $$ > /sys/fs/cgroup{cgroup}/cgroup.procs && exec logger -t llama-server "$0"', line])
+    assert PLANTED and line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -1min")
+    took = wait_for(lambda: rig.firing("RigforgeKnownFailure", id=PLANTED), 2 * INTERVAL_S, "the alert fires")
+    cleared = wait_for(lambda: not rig.firing("RigforgeKnownFailure", id=PLANTED), WINDOW_S + 2 * INTERVAL_S,
+                       "the alert clears")
+    print(f"known failure {PLANTED}: firing {took:.0f} s after the line, cleared {cleared:.0f} s later "
+          f"(interval {INTERVAL_S} s, window {WINDOW_S} s)")
+
+
+def test_the_engine_stopped_is_engine_down(rig: Rig) -> None:
+    assert not rig.firing("RigforgeEngineDown")
+    rig.sh(f"systemctl stop {UNIT_NAME}")
+    took = wait_for(lambda: rig.firing("RigforgeEngineDown"), 2 * INTERVAL_S, "engine down fires")
+    print(f"engine stopped: RigforgeEngineDown firing after {took:.0f} s")
+    cpu = rig.value("rigforge_health_metrics_cpu_seconds_total")
+    writes = rig.value("rigforge_health_metrics_writes_total")
+    exporter = rig.value('rate(process_cpu_seconds_total{job="rigforge-node"}[1m])')
+    assert cpu is not None and writes
+    per_write = cpu / writes
+    print(f"collector: {cpu:.3f} CPU s over {writes:.0f} writes, {per_write * 1000:.0f} ms a write: "
+          f"{per_write * 3600 / 30:.1f} CPU s an hour at the default interval_s 30; node_exporter (scraped every "
+          f"2 s here): {(exporter or 0) * 3600:.1f} CPU s an hour")
