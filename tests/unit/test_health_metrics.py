@@ -17,16 +17,6 @@ from rigforge.known_failures import match, signature_data
 from rigforge.monitoring.collector import collector_config, primary_bench
 from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.remote import gpu_health, health_metrics
-from rigforge.remote.health_metrics import (
-    bench_samples,
-    count_known_failures,
-    exposition,
-    journal_argv,
-    known_failure_samples,
-    parse_journal,
-    read_state,
-    write_atomically,
-)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200_QUERY = FIXTURES / "gpu" / "nvidia-h200-x2" / "nvidia-smi-query-gpu.csv"
@@ -101,11 +91,11 @@ def test_a_driver_update_without_reboot_is_pending(tmp_path: Path) -> None:
 
 
 def test_the_journal_is_one_read_after_the_cursor() -> None:
-    argv = journal_argv("rigforge-engine.service", "rigforge-bench", "s=abc")
+    argv = health_metrics.journal_argv("rigforge-engine.service", "rigforge-bench", "s=abc")
     assert argv[:2] == ["journalctl", "-b"] and "--after-cursor=s=abc" in argv
     assert argv[-5:] == ["_SYSTEMD_UNIT=rigforge-engine.service", "+", "SYSLOG_IDENTIFIER=kernel", "+",
                          "SYSLOG_IDENTIFIER=rigforge-bench"]
-    assert not [word for word in journal_argv("u", "b", None) if word.startswith("--after-cursor")]
+    assert not [word for word in health_metrics.journal_argv("u", "b", None) if word.startswith("--after-cursor")]
 
 
 def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
@@ -114,12 +104,13 @@ def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
                {"__CURSOR": "c2", "SYSLOG_IDENTIFIER": "llama", "MESSAGE": missing},
                {"__CURSOR": "c3", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": list(XID_79.encode())},
                {"__CURSOR": "c4", "SYSLOG_IDENTIFIER": "llama", "MESSAGE": "srv  log_server_r: request: GET /health"}]
-    logs, cursor = parse_journal("\n".join(json.dumps(entry) for entry in entries) + "\nnot json\n", "rigforge-bench")
+    text = "\n".join(json.dumps(entry) for entry in entries) + "\nnot json\n"
+    logs, cursor = health_metrics.parse_journal(text, "rigforge-bench")
     assert cursor == "c4"
     assert logs["kernel"] == [XID_79, XID_79] and len(logs["engine"]) == 2 and logs["bench"] == []
-    counts = count_known_failures(match, signature_data(), logs)
+    counts = health_metrics.count_known_failures(match, signature_data(), logs)
     assert counts == {"xid-79-fallen-off-bus": 2, "llama-model-file-missing": 1}
-    samples = known_failure_samples(signature_data(), {"xid-79-fallen-off-bus": 5}, counts)
+    samples = health_metrics.known_failure_samples(signature_data(), {"xid-79-fallen-off-bus": 5}, counts)
     total = dict((labels["id"], value) for labels, value in by_name(samples, "rigforge_known_failure_lines_total"))
     assert total["xid-79-fallen-off-bus"] == 5 and total["llama-model-file-missing"] == 0
     assert len(total) == len(signature_data())  # every signature, 0 included: the rise from 0 is seen
@@ -128,30 +119,31 @@ def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
 def test_state_starts_afresh_on_a_new_boot(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"boot_id": "a", "cursor": "c", "lines": {"x": 1}, "cpu_seconds": 2.0}))
-    assert read_state(str(path), "a")["cursor"] == "c"
-    assert read_state(str(path), "b") == {"boot_id": "b", "cursor": None, "lines": {}, "cpu_seconds": 0.0,
-                                                  "writes": 0}
-    assert read_state(str(tmp_path / "absent.json"), "a")["lines"] == {}
+    assert health_metrics.read_state(str(path), "a")["cursor"] == "c"
+    fresh = {"boot_id": "b", "cursor": None, "lines": {}, "cpu_seconds": 0.0, "writes": 0}
+    assert health_metrics.read_state(str(path), "b") == fresh
+    assert health_metrics.read_state(str(tmp_path / "absent.json"), "a")["lines"] == {}
 
 
 def test_the_last_bench_primary_metric_and_its_floor() -> None:
     bench = {"latest": str(BENCH_RESULT), "metric": "decode_tps_per_user", "key": "decode_tps_per_user",
              "stat": "median", "concurrency": 1, "input_tokens": 48, "floor": 0.05}
-    samples = bench_samples(bench)
+    samples = health_metrics.bench_samples(bench)
     labels = {"metric": "decode_tps_per_user", "concurrency": "1", "input_tokens": "48"}
     assert by_name(samples, "rigforge_bench_primary_value") == [(labels, 31.927)]
     assert by_name(samples, "rigforge_bench_primary_floor") == [(labels, 0.05)]
     assert by_name(samples, "rigforge_bench_timestamp_seconds")[0][1] > 1.7e9
-    assert bench_samples({**bench, "latest": "/nonexistent"}) == [("rigforge_bench_present", {}, 0.0)]
+    assert health_metrics.bench_samples({**bench, "latest": "/nonexistent"}) == [("rigforge_bench_present", {}, 0.0)]
 
 
 def test_exposition_escapes_labels_and_types_counters(tmp_path: Path) -> None:
-    text = exposition([("rigforge_known_failure_lines_total", {"id": 'a"b\\c', "failure_severity": "warn"}, 2.0),
-                       ("rigforge_gpus_found", {}, 0.0)])
+    labels = {"id": 'a"b\\c', "failure_severity": "warn"}
+    text = health_metrics.exposition([("rigforge_known_failure_lines_total", labels, 2.0),
+                                      ("rigforge_gpus_found", {}, 0.0)])
     assert '# TYPE rigforge_known_failure_lines_total counter' in text
     assert 'rigforge_known_failure_lines_total{id="a\\"b\\\\c",failure_severity="warn"} 2' in text
     target = tmp_path / "rigforge.prom"
-    write_atomically(str(target), text)
+    health_metrics.write_atomically(str(target), text)
     assert target.read_text() == text and oct(target.stat().st_mode)[-3:] == "644"
     assert [path.name for path in tmp_path.iterdir()] == ["rigforge.prom"]  # no temp file left
 
