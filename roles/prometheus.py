@@ -9,10 +9,14 @@ again) when the configuration or the rules changed, restarted when the drop-in d
 
 Each rig is scraped where it listens: on this host itself at its loopback address; on another machine at its SSH
 host name, which needs that rig's node_exporter (and engine) to listen beyond loopback: a rig that does not is
-left out, and the run says so.
+left out, and the run says so. Where the engine asks for its API key (``engine.auth``), the scrape sends it: the
+engine on this host has its key copied on the rig for Prometheus (0640 root:prometheus); another rig's key is
+named for the owner to copy (rigforge never carries a key between machines).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pyinfra import host, inventory, logger
 from pyinfra.api import deploy
@@ -24,6 +28,7 @@ from rigforge.monitoring.collector import PUBLISH_DIR
 from rigforge.monitoring.prometheus import (
     PROMETHEUS_CONFIG,
     PROMETHEUS_DIR,
+    PROMETHEUS_KEYS_DIR,
     RULES_NAME,
     ScrapeTarget,
     render_prometheus_config,
@@ -34,7 +39,9 @@ from rigforge.monitoring.prometheus import (
 from rigforge.operations import apt
 from rigforge.operations.files import managed_file
 from rigforge.operations.followup import follow_up
+from rigforge.operations.secret_copy import secret_copy
 from rigforge.profile import Profile
+from rigforge.serving.api_key import KEY_FILE
 
 PACKAGE = "prometheus"
 UNIT = "prometheus.service"
@@ -42,7 +49,7 @@ DROPIN = f"/etc/systemd/system/{UNIT}.d/rigforge.conf"
 CONNECTOR_PREFIX = "@rigforge/"
 
 
-def rig_name(rig: Host) -> str:
+def rig_name(rig: Host | Any) -> str:
     """The rig's inventory name without the connector's prefix (the ``rig`` label of its series)."""
     return rig.name.removeprefix(CONNECTOR_PREFIX)
 
@@ -65,10 +72,10 @@ def inventory_targets(profile_of: dict[str, Profile]) -> list[ScrapeTarget]:
                      f"{profile.monitoring.node_exporter.listen_host} only (monitoring.node_exporter.listen_host)",
                      logger.warning)
             continue
-        if target.key_file:
+        if target.key_file and rig.name != host.name:
             host.log(f"rig {name}: its engine asks for its API key; Prometheus reads it from {target.key_file} "
-                     "(copy the rig's /etc/rigforge/secrets/engine-api-key there, mode 0640 root:prometheus)",
-                     logger.warning)
+                     f"(copy the rig's {KEY_FILE} there, mode 0640 root:prometheus: rigforge never carries a key "
+                     "between machines)", logger.warning)
         targets.append(target)
     return targets
 
@@ -95,11 +102,17 @@ def apply_prometheus() -> None:
     dropin = managed_file(name=f"Write Prometheus' drop-in ({DROPIN})", dest=DROPIN,
                           content=render_prometheus_dropin(profile))
     files.directory(name=f"Create {PROMETHEUS_DIR}", path=PROMETHEUS_DIR, mode="755", user="root", group="root")
+    targets = inventory_targets(inventory_profiles())
     config = managed_file(name=f"Write {PROMETHEUS_CONFIG}", dest=PROMETHEUS_CONFIG,
-                          content=render_prometheus_config(profile, inventory_targets(inventory_profiles())))
+                          content=render_prometheus_config(profile, targets))
     rules = managed_file(name=f"Write {PROMETHEUS_DIR}/{RULES_NAME}", dest=f"{PROMETHEUS_DIR}/{RULES_NAME}",
                          content=render_rules(profile))
     packages = apt.packages(name="Install Prometheus", packages=[PACKAGE])
+    own_key = next((target.key_file for target in targets if target.name == rig_name(host) and target.key_file), None)
+    if own_key:  # the engine on this host asks for its key: Prometheus gets a copy it may read
+        files.directory(name=f"Create {PROMETHEUS_KEYS_DIR}", path=PROMETHEUS_KEYS_DIR, mode="750", user="root",
+                        group=PACKAGE)
+        secret_copy(name=f"Engine API key for Prometheus ({own_key})", source=KEY_FILE, dest=own_key, group=PACKAGE)
     follow_up(name="Reload systemd (Prometheus' drop-in changed)", commands=["systemctl daemon-reload"],
               triggers=[dropin], what="systemctl daemon-reload")
     follow_up(name="Restart Prometheus (its drop-in changed)", commands=[f"systemctl restart {UNIT}"],
