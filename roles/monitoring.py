@@ -20,6 +20,8 @@ never a side effect).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
@@ -53,6 +55,7 @@ from rigforge.operations.managed import absent
 from rigforge.profile import Profile
 from rigforge.render import render
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 UNIT_DIR = "/etc/systemd/system"
 EXPORTER_PACKAGE = "prometheus-node-exporter"
 EXPORTER_UNIT = "prometheus-node-exporter.service"
@@ -64,7 +67,8 @@ DASHBOARD = f"{PUBLISH_DIR}/grafana-dashboard.json"
 def render_collector_file(profile: Profile, remote_path: str) -> str:
     """One collector module as installed: the managed-by header, then the repository's source unchanged."""
     source = COLLECTOR_FILES[remote_path]
-    return render("engine/remote-script.py.j2", profile, source=source.read_text(), source_name=source.name)
+    return render("monitoring/collector-module.py.j2", profile, source=source.read_text(),
+                  source_name=source.relative_to(REPO_ROOT).as_posix(), service=SERVICE)
 
 
 def render_units(profile: Profile) -> dict[str, str]:
