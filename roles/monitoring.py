@@ -14,8 +14,8 @@ On a rig whose profile has ``monitoring.enabled``:
   dashboard, in /etc/rigforge/monitoring/.
 
 ``systemctl daemon-reload`` and restarts run only when a unit or drop-in changed. A profile that turns monitoring
-off has the timer, its unit files and the exporter's drop-in removed (the package stays: removing a package is
-never a side effect).
+off has the timer and its service removed; the exporter's drop-in stays (without it the package's exporter would
+listen on every interface), and so does the package: removing a package is never a side effect.
 """
 
 from __future__ import annotations
@@ -140,6 +140,9 @@ def install_collector(profile: Profile) -> list[OperationMeta]:
 
 
 def remove_monitoring() -> None:
-    """monitoring.enabled false: the timer and the exporter's drop-in go; packages and published files stay."""
-    for path, unit in ((f"{UNIT_DIR}/{TIMER}", TIMER), (f"{UNIT_DIR}/{SERVICE}", None), (EXPORTER_DROPIN, None)):
-        absent(name=f"Remove {path} (monitoring off)", path=path, unit=unit)
+    """monitoring.enabled false: the timer and its service go. The exporter's drop-in stays (without it the
+    package's exporter would listen on every interface at its next start), and so do packages and published files."""
+    removed = [absent(name=f"Remove {path} (monitoring off)", path=path, unit=unit)
+               for path, unit in ((f"{UNIT_DIR}/{TIMER}", TIMER), (f"{UNIT_DIR}/{SERVICE}", None))]
+    follow_up(name="Reload systemd (unit files removed)", commands=["systemctl daemon-reload"], triggers=removed,
+              what="systemctl daemon-reload")
