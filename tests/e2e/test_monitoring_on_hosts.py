@@ -9,7 +9,9 @@ each starting where the last ended; short intervals (interval_s 10, scrapes and 
    scrapes the rig's metrics through node_exporter, the CPU-only host says 0 GPUs and no nvidia-smi;
 2. a known-failure line in the engine's journal raises its alert in Prometheus' API within two intervals, and
    the alert clears once the line is older than the window;
-3. the engine stopped raises "engine down"; the collector's own CPU cost is read from its metrics.
+3. the engine stopped raises "engine down"; the collector's own CPU cost is read from its metrics;
+4. the engine asking for its API key (``engine.auth: key``): its /metrics refuses a request without the key, and
+   Prometheus scrapes it with the copy of the key the prometheus role made for it.
 
 Stand-in: the planted line. The engine here does not fail by itself at runtime, so the test writes a line the
 signatures know (``disk-full``: the example line of inventory/known-failures.yaml) from a process it moves into
@@ -60,6 +62,7 @@ exec logger -t llama-server "$1"
 class Rig:
     host: SandboxHost
     inventory: Path
+    overrides: dict[str, Any]
 
     def sh(self, command: str | list[str]) -> str:
         run = exec_in(self.host, command)
@@ -100,7 +103,7 @@ def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     inventory = sandbox.write_inventory(tmp_path_factory.mktemp("monitor") / "inventory.py", [host], "sandbox",
                                         overrides)
     run_pyinfra(inventory, "deploys/serve.py")
-    yield Rig(host, inventory)
+    yield Rig(host, inventory, overrides)
 
 
 def test_deploy_publishes_and_prometheus_scrapes_the_rig(rig: Rig) -> None:
@@ -150,3 +153,18 @@ def test_the_engine_stopped_is_engine_down(rig: Rig) -> None:
     print(f"collector: {cpu:.3f} CPU s over {writes:.0f} writes, {per_write * 1000:.0f} ms a write: "
           f"{per_write * 3600 / 30:.1f} CPU s an hour at the default interval_s 30; node_exporter (scraped every "
           f"2 s here): {(exporter or 0) * 3600:.1f} CPU s an hour")
+
+
+def test_the_engine_scrape_sends_the_engines_key(rig: Rig, sandbox: Sandbox, tmp_path: Path) -> None:
+    """engine.auth key: /metrics refuses a request without the key, and Prometheus' scrape (with its copy) answers."""
+    keyed = sandbox.write_inventory(tmp_path / "keyed.py", [rig.host], "sandbox",
+                                    {**rig.overrides, "engine": {"auth": {"mode": "key"}}})
+    run_pyinfra(keyed, "deploys/serve.py")
+    run_pyinfra(keyed, DEPLOY)
+    refused = exec_in(rig.host, ["python3", "-c", "import urllib.request; urllib.request.urlopen("
+                                 "'http://127.0.0.1:8080/metrics', timeout=10)"])
+    assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr
+    copy = rig.sh("stat -c '%a %U %G' /etc/prometheus/rigforge/keys/" + rig.host.name).split()
+    assert copy == ["640", "root", "prometheus"], copy
+    job = 'up{job="rigforge-engine-' + rig.host.name + '"}'
+    wait_for(lambda: rig.value(job) == 1, 30, "Prometheus scrapes the keyed engine")
