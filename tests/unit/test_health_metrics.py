@@ -14,15 +14,8 @@ import pytest
 
 from rigforge.checks.tradeoffs import tradeoff_lines
 from rigforge.known_failures import match, signature_data
+from rigforge.monitoring import prometheus
 from rigforge.monitoring.collector import collector_config, primary_bench
-from rigforge.monitoring.prometheus import (
-    ScrapeTarget,
-    render_exporter_dropin,
-    render_prometheus_config,
-    render_prometheus_dropin,
-    scrape_target,
-    serves_metrics,
-)
 from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.remote import gpu_health, health_metrics
 from roles.monitoring import render_units
@@ -190,26 +183,26 @@ def test_units_and_drop_ins_as_rendered() -> None:
     service = units["/etc/systemd/system/rigforge-health-metrics.service"]
     assert "ExecStart=/usr/bin/python3 /opt/rigforge/lib/monitoring/health_metrics.py " \
            "/etc/rigforge/monitoring/collector.json" in service
-    dropin = render_exporter_dropin(profile)
+    dropin = prometheus.render_exporter_dropin(profile)
     assert "--web.listen-address=127.0.0.1:9100" in dropin and "ExecStart=\n" in dropin
-    assert "--web.listen-address=127.0.0.1:9090" in render_prometheus_dropin(profile)
+    assert "--web.listen-address=127.0.0.1:9090" in prometheus.render_prometheus_dropin(profile)
 
 
 def test_scrape_targets_where_they_can_be_reached() -> None:
     sandbox = load_profile("sandbox")
-    same = scrape_target("rig1", sandbox, "rig1.lan", same_host=True)
-    assert same == ScrapeTarget("rig1", "127.0.0.1:9100", "127.0.0.1:8080")
-    assert scrape_target("rig1", sandbox, "rig1.lan", same_host=False) is None  # loopback, another machine
+    same = prometheus.scrape_target("rig1", sandbox, "rig1.lan", same_host=True)
+    assert same == prometheus.ScrapeTarget("rig1", "127.0.0.1:9100", "127.0.0.1:8080")
+    assert prometheus.scrape_target("rig1", sandbox, "rig1.lan", same_host=False) is None  # loopback, another machine
     exposed = load_profile("sandbox", {"monitoring": {"node_exporter": {"listen_host": "0.0.0.0"}},
                                        "engine": {"host": "0.0.0.0"}})
-    remote = scrape_target("rig1", exposed, "rig1.lan", same_host=False)
+    remote = prometheus.scrape_target("rig1", exposed, "rig1.lan", same_host=False)
     assert remote is not None and remote.node == "rig1.lan:9100" and remote.engine == "rig1.lan:8080"
     assert remote.key_file == "/etc/prometheus/rigforge/keys/rig1"  # beyond loopback the engine asks for its key
     no_metrics = load_profile("sandbox", {"engine": {"flags": {"--metrics": False}}})
-    assert scrape_target("rig1", no_metrics, "rig1", same_host=True).engine is None
-    assert serves_metrics(load_profile("2x-pix")) == (load_profile("2x-pix").engine.kind == "vllm"
+    assert prometheus.scrape_target("rig1", no_metrics, "rig1", same_host=True).engine is None
+    assert prometheus.serves_metrics(load_profile("2x-pix")) == (load_profile("2x-pix").engine.kind == "vllm"
                                                       or load_profile("2x-pix").engine.flags.get("--enable-metrics")
                                                       is True)
-    config = render_prometheus_config(sandbox, [same])
+    config = prometheus.render_prometheus_config(sandbox, [same])
     assert 'targets: ["127.0.0.1:9100"]' in config and "rule_files:\n  - /etc/prometheus/rigforge/rigforge-alerts.yml" \
         in config
