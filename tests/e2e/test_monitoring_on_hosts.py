@@ -132,7 +132,8 @@ def test_a_known_failure_line_fires_its_alert_and_clears_after_the_window(rig: R
     assert not rig.firing("RigforgeKnownFailure", id=PLANTED)
     # The stand-in (module docstring): a process in the engine's cgroup writes the line to the journal.
     rig.sh(["sh", "-c", PLANT, "plant", line])
-    assert line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -1min")
+    # journald files a datagram on its own time: wait until the engine's journal shows it.
+    wait_for(lambda: line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -1min"), 10, "the line filed")
     took = wait_for(lambda: rig.firing("RigforgeKnownFailure", id=PLANTED), 2 * INTERVAL_S, "the alert fires")
     cleared = wait_for(lambda: not rig.firing("RigforgeKnownFailure", id=PLANTED), WINDOW_S + 2 * INTERVAL_S,
                        "the alert clears")
