@@ -122,7 +122,9 @@ def test_deploy_publishes_and_prometheus_scrapes_the_rig(rig: Rig) -> None:
     # A CPU-only rig says so: 0 GPUs expected and found, no nvidia-smi, and no per-GPU series at all.
     assert rig.value("rigforge_gpus_expected") == 0 and rig.value("rigforge_nvidia_smi_present") == 0
     assert rig.api("/api/v1/query?query=rigforge_gpu_info")["result"] == []
-    assert rig.value('up{job="rigforge-engine-' + rig.host.name + '"}') == 1  # llama.cpp's own --metrics
+    # llama.cpp's own --metrics: its job's first scrape may come up to a scrape interval after the node's.
+    engine_job = 'up{job="rigforge-engine-' + rig.host.name + '"}'
+    wait_for(lambda: rig.value(engine_job) == 1, 30, "Prometheus scrapes the engine's /metrics")
     for rule in rig.api("/api/v1/rules")["groups"][0]["rules"]:
         assert rule["health"] == "ok", rule
 
@@ -167,5 +169,5 @@ def test_the_engine_scrape_sends_the_engines_key(rig: Rig, sandbox: Sandbox, tmp
     assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr
     copy = rig.sh("stat -c '%a %U %G' /etc/prometheus/rigforge/keys/" + rig.host.name).split()
     assert copy == ["640", "root", "prometheus"], copy
-    job = 'up{job="rigforge-engine-' + rig.host.name + '"}'
-    wait_for(lambda: rig.value(job) == 1, 30, "Prometheus scrapes the keyed engine")
+    engine_job = 'up{job="rigforge-engine-' + rig.host.name + '"}'
+    wait_for(lambda: rig.value(engine_job) == 1, 30, "Prometheus scrapes the keyed engine")
