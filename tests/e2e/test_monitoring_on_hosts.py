@@ -3,7 +3,7 @@
 Real here: Debian 12 with systemd, apt, Debian's prometheus-node-exporter 1.5 and prometheus 2.42, rigforge's
 timer and collector, llama.cpp's server (xllamacpp) under systemd and its journal. One host, tests in order,
 each starting where the last ended; short intervals (interval_s 10, scrapes and rule evaluations every 2 s, a
-20 s known-failure window): the whole module took 85 s on the 2-core CI machine:
+20 s known-failure window): the whole module took 88 s on the 2-core CI machine:
 
 1. serve, then deploys/monitoring.py; a second run plans nothing; Prometheus (on the rig, loopback only)
    scrapes the rig's metrics through node_exporter, the CPU-only host says 0 GPUs and no nvidia-smi;
