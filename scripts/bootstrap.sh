@@ -29,4 +29,16 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     python -m pip install -q -e ".[test]"
     touch "$stamp"
 fi
+# promtool, for the alerting rules' unit tests (tests/unit/test_monitoring_rules.py): the binary alone, unpacked
+# from Debian's prometheus package into .cache/promtool. Installing the package would start a Prometheus server
+# on this machine; the sandbox hosts get theirs from deploys/monitoring.py.
+promtool=.cache/promtool/usr/bin/promtool
+if [[ ! -x $promtool ]] && ! command -v promtool >/dev/null 2>&1; then
+    echo "bootstrap: fetching promtool from Debian's prometheus package"
+    mkdir -p .cache/promtool
+    (cd .cache/promtool && { apt-get download -qq prometheus 2>/dev/null \
+        || { apt-get update -qq && apt-get download -qq prometheus; }; } \
+        && dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && rm -f prometheus_*.deb) \
+        || echo "bootstrap: could not fetch promtool (apt-get download prometheus): the rules' tests will fail"
+fi
 echo "bootstrap: ready ($(python --version), pyinfra $(python -c 'import pyinfra; print(pyinfra.__version__)'))"

@@ -91,6 +91,24 @@ def served_beyond_loopback(profile: Profile) -> list[TradeOff]:
         safe_default="engine.host: 127.0.0.1 (reach it through ssh -L or a TLS proxy on the rig)")]
 
 
+def metrics_beyond_loopback(profile: Profile) -> list[TradeOff]:
+    """node_exporter or rigforge's Prometheus bound beyond loopback: the rig's health readable without a key."""
+    monitoring = profile.monitoring
+    listeners = [(f"monitoring.node_exporter.listen_host {monitoring.node_exporter.listen_host}",
+                  f"{monitoring.node_exporter.listen_host}:{monitoring.node_exporter.port}",
+                  monitoring.enabled and monitoring.node_exporter.install),
+                 (f"monitoring.prometheus.listen_host {monitoring.prometheus.listen_host}",
+                  f"{monitoring.prometheus.listen_host}:{monitoring.prometheus.port}",
+                  monitoring.enabled and monitoring.prometheus.install)]
+    return [TradeOff(
+        setting=setting,
+        gives_up=f"a loopback-only listener: {address} answers every network that reaches the rig, over plain HTTP "
+                 "and without a key (GPU, driver, engine and log-failure metrics; no prompt, answer or key)",
+        source="Prometheus scrapes over the network (a Prometheus on another machine cannot reach loopback)",
+        safe_default=f"{setting.split()[0]}: 127.0.0.1 (a Prometheus on the rig itself, or scrape through ssh -L)")
+        for setting, address, used in listeners if used and listens_beyond_loopback(setting.split()[1])]
+
+
 def remote_code_trusted(profile: Profile) -> list[TradeOff]:
     """``--trust-remote-code``: the engine imports Python shipped with the model."""
     if profile.engine.flags.get(TRUST_REMOTE_CODE) is not True:
@@ -108,7 +126,8 @@ def remote_code_trusted(profile: Profile) -> list[TradeOff]:
 
 def tradeoffs(profile: Profile) -> list[TradeOff]:
     """Every trade-off the profile makes, in a fixed order."""
-    return [*mitigations_off(profile), *served_beyond_loopback(profile), *remote_code_trusted(profile)]
+    return [*mitigations_off(profile), *served_beyond_loopback(profile), *metrics_beyond_loopback(profile),
+            *remote_code_trusted(profile)]
 
 
 def tradeoff_lines(profile: Profile) -> list[str]:

@@ -16,6 +16,7 @@ from rigforge.profile.access import EngineAuth, EngineFlag
 from rigforge.profile.engine_reads import unread_variables
 from rigforge.profile.measuring import Bench, DriverUpdate
 from rigforge.profile.model_size import Quantisation, size_problem
+from rigforge.profile.monitoring import Monitoring
 from rigforge.profile.nccl_layout import check_graph_layout
 from rigforge.profile.recipes import RIGFORGE_FLAGS, Recipe, merged_mapping, overlay_data, same_option
 from rigforge.profile.types import (
@@ -327,6 +328,7 @@ class Profile(StrictModel):
     model: Model
     bench: Bench
     driver_update: DriverUpdate
+    monitoring: Monitoring
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:

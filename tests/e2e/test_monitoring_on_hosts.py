@@ -1,0 +1,173 @@
+"""Monitoring on a real sandbox host: node_exporter and Prometheus from Debian's packages, installed by the deploy.
+
+Real here: Debian 12 with systemd, apt, Debian's prometheus-node-exporter 1.5 and prometheus 2.42, rigforge's
+timer and collector, llama.cpp's server (xllamacpp) under systemd and its journal. One host, tests in order,
+each starting where the last ended; short intervals (interval_s 10, scrapes and rule evaluations every 2 s, a
+20 s known-failure window): the whole module took 88 s on the 2-core CI machine:
+
+1. serve, then deploys/monitoring.py; a second run plans nothing; Prometheus (on the rig, loopback only)
+   scrapes the rig's metrics through node_exporter, the CPU-only host says 0 GPUs and no nvidia-smi;
+2. a known-failure line in the engine's journal raises its alert in Prometheus' API within two intervals, and
+   the alert clears once the line is older than the window;
+3. the engine stopped raises "engine down"; the collector's own CPU cost is read from its metrics;
+4. the engine asking for its API key (``engine.auth: key``): its /metrics refuses a request without the key, and
+   Prometheus scrapes it with the copy of the key the prometheus role made for it.
+
+Stand-in: the planted line. The engine here does not fail by itself at runtime, so the test writes a line the
+signatures know (``disk-full``: the example line of inventory/known-failures.yaml) from a process it moves into
+the engine unit's cgroup: journald files it under the engine's unit as it would the engine's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from rigforge.known_failures import known_signatures
+from rigforge.sandbox import SandboxHost, exec_in
+from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import UNIT_NAME
+from tests.e2e.conftest import Sandbox
+from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
+
+DEPLOY = "deploys/monitoring.py"
+INTERVAL_S = 10
+WINDOW_S = 20
+#: Short intervals for the test; Prometheus runs on the rig itself (its inventory names it: host overrides).
+MONITORING = {"interval_s": INTERVAL_S,
+              "prometheus": {"install": True, "scrape_interval_s": 2, "evaluation_interval_s": 2},
+              "alerts": {"known_failure_window_s": WINDOW_S, "engine_down_for_s": 0}}
+PLANTED = "disk-full"
+#: Move this shell into the engine unit's cgroup (the systemd hierarchies of a hybrid or unified host: journald
+#: names a line's unit from them) and log "$1" from there.
+PLANT = f"""p=$(systemctl show -p MainPID --value {UNIT_NAME})
+for line in $(grep -E '^(0:|[0-9]+:name=systemd:)' /proc/$p/cgroup); do
+  case "$line" in 0::*) dir=/sys/fs/cgroup/unified;; *) dir=/sys/fs/cgroup/systemd;; esac
+  [ -d "$dir" ] || dir=/sys/fs/cgroup
+  echo $$ > "$dir${{line##*:}}/cgroup.procs" || exit 1
+done
+exec logger -t llama-server "$1"
+"""
+
+
+@dataclass
+class Rig:
+    host: SandboxHost
+    inventory: Path
+    overrides: dict[str, Any]
+
+    def sh(self, command: str | list[str]) -> str:
+        run = exec_in(self.host, command)
+        assert run.returncode == 0, f"{command}: {run.stderr}"
+        return run.stdout
+
+    def api(self, path: str) -> Any:
+        """Prometheus' HTTP API, asked on the rig (it listens on loopback only)."""
+        script = ("import json, sys, urllib.request; "
+                  "print(urllib.request.urlopen('http://127.0.0.1:9090' + sys.argv[1], timeout=10).read().decode())")
+        return json.loads(self.sh(["python3", "-c", script, path]))["data"]
+
+    def firing(self, alert: str, **labels: str) -> bool:
+        return any(item["labels"].get("alertname") == alert and item["state"] == "firing"
+                   and all(item["labels"].get(key) == value for key, value in labels.items())
+                   for item in self.api("/api/v1/alerts")["alerts"])
+
+    def value(self, query: str) -> float | None:
+        result = self.api(f"/api/v1/query?query={quote(query)}")["result"]
+        return float(result[0]["value"][1]) if result else None
+
+
+def wait_for(condition: Any, seconds: float, what: str) -> float:
+    """Poll ``condition`` every second; return the seconds it took, fail after ``seconds``."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if condition():
+            return time.monotonic() - start
+        time.sleep(1)
+    pytest.fail(f"{what}: not within {seconds:g} s")
+
+
+@pytest.fixture(scope="module")
+def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    model = ensure_gemma(REPO_ROOT / ".cache" / "models")
+    host = sandbox.fresh_host("monitor")
+    overrides = {"model": {"local_path": str(model)}, "monitoring": MONITORING}
+    inventory = sandbox.write_inventory(tmp_path_factory.mktemp("monitor") / "inventory.py", [host], "sandbox",
+                                        overrides)
+    run_pyinfra(inventory, "deploys/serve.py")
+    yield Rig(host, inventory, overrides)
+
+
+def test_deploy_publishes_and_prometheus_scrapes_the_rig(rig: Rig) -> None:
+    run_pyinfra(rig.inventory, DEPLOY)
+    assert_no_changes(rig.inventory, DEPLOY)
+    listeners = rig.sh("ss -ltnH")
+    assert re.search(r"127\.0\.0\.1:9100\b", listeners) and re.search(r"127\.0\.0\.1:9090\b", listeners), listeners
+    assert not re.search(r"(\*|0\.0\.0\.0|\[::\]):(9100|9090)\b", listeners), listeners
+    assert rig.sh("systemctl is-active rigforge-health-metrics.timer").strip() == "active"
+    served = rig.sh(["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                     "'http://127.0.0.1:9100/metrics', timeout=10).read().decode())"])
+    assert "rigforge_engine_up 1" in served and "rigforge_gpus_found 0" in served
+    age = float(rig.sh("echo $(( $(date +%s) - $(stat -c %Y /var/lib/prometheus/node-exporter/rigforge.prom) ))"))
+    assert age <= 2 * INTERVAL_S, age  # the timer keeps it fresh
+    wait_for(lambda: rig.value('rigforge_engine_up{job="rigforge-node"}') == 1, 30, "Prometheus scrapes the rig")
+    # A CPU-only rig says so: 0 GPUs expected and found, no nvidia-smi, and no per-GPU series at all.
+    assert rig.value("rigforge_gpus_expected") == 0 and rig.value("rigforge_nvidia_smi_present") == 0
+    assert rig.api("/api/v1/query?query=rigforge_gpu_info")["result"] == []
+    # llama.cpp's own --metrics: its job's first scrape may come up to a scrape interval after the node's.
+    engine_job = 'up{job="rigforge-engine-' + rig.host.name + '"}'
+    wait_for(lambda: rig.value(engine_job) == 1, 30, "Prometheus scrapes the engine's /metrics")
+    for rule in rig.api("/api/v1/rules")["groups"][0]["rules"]:
+        assert rule["health"] == "ok", rule
+
+
+def test_a_known_failure_line_fires_its_alert_and_clears_after_the_window(rig: Rig) -> None:
+    line = next(s for s in known_signatures() if s.id == PLANTED).examples[0]
+    assert not rig.firing("RigforgeKnownFailure", id=PLANTED)
+    # The stand-in (module docstring): a process in the engine's cgroup writes the line to the journal.
+    rig.sh(["sh", "-c", PLANT, "plant", line])
+    # journald files a datagram on its own time: wait until the engine's journal shows it.
+    wait_for(lambda: line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -1min"), 10, "the line filed")
+    took = wait_for(lambda: rig.firing("RigforgeKnownFailure", id=PLANTED), 2 * INTERVAL_S, "the alert fires")
+    cleared = wait_for(lambda: not rig.firing("RigforgeKnownFailure", id=PLANTED), WINDOW_S + 2 * INTERVAL_S,
+                       "the alert clears")
+    print(f"known failure {PLANTED}: firing {took:.0f} s after the line, cleared {cleared:.0f} s later "
+          f"(interval {INTERVAL_S} s, window {WINDOW_S} s)")
+
+
+def test_the_engine_stopped_is_engine_down(rig: Rig) -> None:
+    assert not rig.firing("RigforgeEngineDown")
+    rig.sh(f"systemctl stop {UNIT_NAME}")
+    took = wait_for(lambda: rig.firing("RigforgeEngineDown"), 2 * INTERVAL_S, "engine down fires")
+    print(f"engine stopped: RigforgeEngineDown firing after {took:.0f} s")
+    cpu = rig.value("rigforge_health_metrics_cpu_seconds_total")
+    writes = rig.value("rigforge_health_metrics_writes_total")
+    exporter = rig.value('rate(process_cpu_seconds_total{job="rigforge-node"}[1m])')
+    assert cpu is not None and writes
+    per_write = cpu / writes
+    print(f"collector: {cpu:.3f} CPU s over {writes:.0f} writes, {per_write * 1000:.0f} ms a write: "
+          f"{per_write * 3600 / 30:.1f} CPU s an hour at the default interval_s 30; node_exporter (scraped every "
+          f"2 s here): {(exporter or 0) * 3600:.1f} CPU s an hour")
+
+
+def test_the_engine_scrape_sends_the_engines_key(rig: Rig, sandbox: Sandbox, tmp_path: Path) -> None:
+    """engine.auth key: /metrics refuses a request without the key, and Prometheus' scrape (with its copy) answers."""
+    keyed = sandbox.write_inventory(tmp_path / "keyed.py", [rig.host], "sandbox",
+                                    {**rig.overrides, "engine": {"auth": {"mode": "key"}}})
+    run_pyinfra(keyed, "deploys/serve.py")
+    run_pyinfra(keyed, DEPLOY)
+    refused = exec_in(rig.host, ["python3", "-c", "import urllib.request; urllib.request.urlopen("
+                                 "'http://127.0.0.1:8080/metrics', timeout=10)"])
+    assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr
+    copy = rig.sh("stat -c '%a %U %G' /etc/prometheus/rigforge/keys/" + rig.host.name).split()
+    assert copy == ["640", "root", "prometheus"], copy
+    engine_job = 'up{job="rigforge-engine-' + rig.host.name + '"}'
+    wait_for(lambda: rig.value(engine_job) == 1, 30, "Prometheus scrapes the keyed engine")
