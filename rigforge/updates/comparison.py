@@ -42,7 +42,16 @@ from typing import Any
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
 from rigforge.updates.policy import Primary, RegressionPolicy, Tolerance
-from rigforge.updates.starts import METRICS, Metric, Side, as_starts, cell_value, repeat_values, start_value
+from rigforge.updates.starts import (
+    METRICS,
+    Metric,
+    Side,
+    as_starts,
+    cell_value,
+    geometric_mean,
+    repeat_values,
+    start_value,
+)
 from rigforge.updates.verdict import (
     BETTER,
     CANNOT_TELL,
@@ -195,7 +204,7 @@ def _geometric_mean(values: tuple[float, ...]) -> float | None:
     if not values:
         return None
     if all(math.isfinite(value) and value > 0 for value in values):
-        return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+        return geometric_mean(values)
     return math.fsum(values) / len(values)
 
 
