@@ -176,7 +176,7 @@ def test_a_drop_is_claimed_only_past_the_tolerance_and_the_noise(measured: dict[
     assert row.noise_percent is not None and row.noise_percent < 50 and "past tolerance 5 %" in row.note
     low, high = row.interval_percent or (0.0, 0.0)
     assert low < high < -5.0  # the whole interval past the tolerance
-    # Past the tolerance but inside twice the spread of one start: no claim.
+    # Past the tolerance but a quarter of the two starts' own spread: the interval of two starts a side is wide.
     noisy = tightened(measured["before"], max_spread_percent=60.0)
     starts = [value for value in decode_c1(compare(noisy, noisy, policy)).before_starts]
     spread = spread_percent(starts) or 0.0
