@@ -53,14 +53,14 @@ def repeat(decode: float, ttft: float = 100.0) -> dict[str, Any]:
             "ttft_ms": {"median": ttft, "p99": ttft * 2}, "itl_ms": {"median": 10.0, "p99": 20.0}}
 
 
-def starts(concurrency: int, input_tokens: int, decodes: list[float], ttfts: list[float] | None = None,
-           status: str = "ok", **kind: Any) -> dict[str, Any]:
+def cell(concurrency: int, input_tokens: int, decodes: list[float], ttfts: list[float] | None = None,
+         status: str = "ok", **kind: Any) -> dict[str, Any]:
     """A cell over the side's engine starts: ``decodes[i]`` is its decode rate in start i (measured once there)."""
     return {"concurrency": concurrency, "input_tokens": input_tokens, "status": status, "kind": kind,
             "decodes": decodes, "ttfts": ttfts or [TTFTS[index % len(TTFTS)] for index in range(len(decodes))]}
 
 
-def side(*cells: dict[str, Any], driver: str = "590") -> list[dict[str, Any]]:
+def result(*cells: dict[str, Any], driver: str = "590") -> list[dict[str, Any]]:
     """One side: one bench result per engine start, each holding every cell's value in that start."""
     starts = max((len(spec["decodes"]) for spec in cells), default=1)
     return [{"metadata": {"driver_version": driver},
@@ -69,19 +69,6 @@ def side(*cells: dict[str, Any], driver: str = "590") -> list[dict[str, Any]]:
                         "metrics": repeat(spec["decodes"][index], spec["ttfts"][index])}
                        for spec in cells if index < len(spec["decodes"])]}
             for index in range(starts)]
-
-
-def cell(concurrency: int, input_tokens: int, decodes: list[float], ttfts: list[float] | None = None,
-         status: str = "ok", **kind: Any) -> dict[str, Any]:
-    """One bench cell of one engine start, measured once per value of ``decodes`` (its repeats)."""
-    blocks = [repeat(d, t) for d, t in zip(decodes, ttfts or [100.0] * len(decodes), strict=True)]
-    return {"concurrency": concurrency, "input_tokens": input_tokens, "status": status, **kind,
-            "repeats": blocks if len(blocks) > 1 else [], "metrics": blocks[0] if blocks else {}}
-
-
-def result(*cells: dict[str, Any], driver: str = "590") -> dict[str, Any]:
-    """One bench result: one engine start (tests/unit/test_promises_recipe_report.py builds trials of them)."""
-    return {"metadata": {"driver_version": driver}, "cells": list(cells)}
 
 
 def scaled(values: list[float], factor: float) -> list[float]:
@@ -93,15 +80,15 @@ def row(comparison: Comparison, metric: str, where: str = "C=1 in=128") -> Cell:
 
 
 def primary_only(before: list[float], after: list[float]) -> Comparison:
-    return compare(side(starts(1, 128, before)), side(starts(1, 128, after)), POLICY)
+    return compare(result(cell(1, 128, before)), result(cell(1, 128, after)), POLICY)
 
 
 # --- no claim without evidence ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("repeats", [[30.0, 30.0, 30.0], STEADY, [30.0, 36.0, 25.0], [30.0]])
 def test_identical_sides_are_never_better_or_worse(repeats: list[float]) -> None:
-    comparison = compare(side(starts(1, 128, repeats), starts(8, 512, repeats)),
-                         side(starts(1, 128, repeats), starts(8, 512, repeats)), POLICY)
+    comparison = compare(result(cell(1, 128, repeats), cell(8, 512, repeats)),
+                         result(cell(1, 128, repeats), cell(8, 512, repeats)), POLICY)
     assert comparison.verdict in (SAME, CANNOT_TELL)
     assert all(c.verdict in ("", SAME, CANNOT_TELL) for c in comparison.cells)
 
@@ -156,8 +143,8 @@ def test_a_change_inside_one_starts_scatter_is_claimed_when_the_starts_pin_it_do
 def test_starts_passed_as_before_again_are_more_starts_of_the_before_side() -> None:
     """Starts passed as ``before_again`` (the older keyword) are more starts of the before side: a start that ran
     10 % faster widens the before side's spread, and a +50 % change must then clear that spread."""
-    start, again, after = side(starts(1, 128, STEADY)), side(starts(1, 128, scaled(STEADY, 1.1))), \
-        side(starts(1, 128, scaled(STEADY, 1.5)))
+    start, again, after = result(cell(1, 128, STEADY)), result(cell(1, 128, scaled(STEADY, 1.1))), \
+        result(cell(1, 128, scaled(STEADY, 1.5)))
     pooled = compare(start, after, POLICY, before_again=again)
     assert pooled == compare([*start, *again], after, POLICY)
     decode = row(pooled, "decode_tps_per_user")
@@ -167,8 +154,8 @@ def test_starts_passed_as_before_again_are_more_starts_of_the_before_side() -> N
 
 
 def test_a_start_whose_cell_failed_adds_no_value_and_no_drift() -> None:
-    again = side(starts(1, 128, [60.0], status="failed"))
-    comparison = compare(side(starts(1, 128, STEADY)), side(starts(1, 128, scaled(STEADY, 1.2))), POLICY,
+    again = result(cell(1, 128, [60.0], status="failed"))
+    comparison = compare(result(cell(1, 128, STEADY)), result(cell(1, 128, scaled(STEADY, 1.2))), POLICY,
                          before_again=again)
     decode = row(comparison, "decode_tps_per_user")
     assert comparison.verdict == BETTER and decode.before_starts == tuple(STEADY)
@@ -196,41 +183,41 @@ def test_cannot_tell_says_how_many_starts_a_side_would_decide() -> None:
 # --- who decides ---------------------------------------------------------------------------------------------
 
 def test_only_the_primary_makes_better_and_any_judged_metric_vetoes() -> None:
-    before = side(starts(1, 128, TIGHT), starts(8, 512, STEADY))
-    elsewhere = compare(before, side(starts(1, 128, TIGHT), starts(8, 512, scaled(STEADY, 1.3))), POLICY)
+    before = result(cell(1, 128, TIGHT), cell(8, 512, STEADY))
+    elsewhere = compare(before, result(cell(1, 128, TIGHT), cell(8, 512, scaled(STEADY, 1.3))), POLICY)
     assert row(elsewhere, "decode_tps_per_user", "C=8 in=512").verdict == BETTER
     assert elsewhere.verdict == SAME  # the primary did not move: a gain elsewhere is not "better"
-    vetoed = compare(before, side(starts(1, 128, scaled(TIGHT, 1.3)), starts(8, 512, scaled(STEADY, 0.7))), POLICY)
+    vetoed = compare(before, result(cell(1, 128, scaled(TIGHT, 1.3)), cell(8, 512, scaled(STEADY, 0.7))), POLICY)
     assert row(vetoed, "decode_tps_per_user").verdict == BETTER
     assert vetoed.verdict == WORSE and vetoed.deciding_cell() == row(vetoed, "decode_tps_per_user", "C=8 in=512")
 
 
 def test_the_largest_regression_decides() -> None:
-    before = side(starts(1, 128, STEADY), starts(1, 512, STEADY), starts(8, 512, STEADY))
-    after = side(starts(1, 128, STEADY), starts(1, 512, scaled(STEADY, 0.8)), starts(8, 512, scaled(STEADY, 0.6)))
+    before = result(cell(1, 128, STEADY), cell(1, 512, STEADY), cell(8, 512, STEADY))
+    after = result(cell(1, 128, STEADY), cell(1, 512, scaled(STEADY, 0.8)), cell(8, 512, scaled(STEADY, 0.6)))
     assert compare(before, after, POLICY).deciding_cell().where == "C=8 in=512"
 
 
 def test_without_a_primary_nothing_is_better_and_same_needs_every_judged_row() -> None:
     policy = RegressionPolicy(TOLERANCES)
-    before = side(starts(1, 128, STEADY))
-    assert compare(before, side(starts(1, 128, scaled(STEADY, 1.3))), policy).verdict == CANNOT_TELL
-    assert compare(before, side(starts(1, 128, scaled(STEADY, 0.7))), policy).verdict == WORSE
-    tight = side(starts(1, 128, TIGHT))
+    before = result(cell(1, 128, STEADY))
+    assert compare(before, result(cell(1, 128, scaled(STEADY, 1.3))), policy).verdict == CANNOT_TELL
+    assert compare(before, result(cell(1, 128, scaled(STEADY, 0.7))), policy).verdict == WORSE
+    tight = result(cell(1, 128, TIGHT))
     assert compare(tight, tight, policy).verdict == SAME
-    assert compare(side(), side(), policy).summary() == "same: no cells to compare"
+    assert compare(result(), result(), policy).summary() == "same: no cells to compare"
 
 
 def test_nothing_judged_is_same_and_shows_the_first_decode_row() -> None:
-    comparison = compare(side(starts(1, 64, STEADY)), side(starts(1, 64, scaled(STEADY, 0.5))), RegressionPolicy())
+    comparison = compare(result(cell(1, 64, STEADY)), result(cell(1, 64, scaled(STEADY, 0.5))), RegressionPolicy())
     assert comparison.verdict == SAME and all(c.verdict == "" for c in comparison.cells)
     assert comparison.deciding_cell() == row(comparison, "decode_tps_per_user", "C=1 in=64")
 
 
 def test_a_cell_lost_after_is_a_regression_and_one_new_after_is_only_shown() -> None:
-    before = side(starts(1, 128, STEADY), starts(2, 128, [20.0, 21.0, 20.5]))
-    after = side(starts(1, 128, scaled(STEADY, 1.3)), starts(2, 128, [20.0, 21.0, 20.5], status="failed"),
-                   starts(4, 128, [9.0, 9.5, 9.2]))
+    before = result(cell(1, 128, STEADY), cell(2, 128, [20.0, 21.0, 20.5]))
+    after = result(cell(1, 128, scaled(STEADY, 1.3)), cell(2, 128, [20.0, 21.0, 20.5], status="failed"),
+                   cell(4, 128, [9.0, 9.5, 9.2]))
     comparison = compare(before, after, POLICY)
     lost, new = row(comparison, "decode_tps_per_user", "C=2 in=128"), row(comparison, "decode_tps_per_user",
                                                                              "C=4 in=128")
@@ -245,7 +232,7 @@ def test_a_cell_lost_after_is_a_regression_and_one_new_after_is_only_shown() -> 
 
 
 def test_a_row_no_rule_judges_is_described_as_not_judged() -> None:
-    comparison = compare(side(starts(1, 128, [30.0, 30.0])), side(starts(1, 128, [29.7, 29.7])), POLICY)
+    comparison = compare(result(cell(1, 128, [30.0, 30.0])), result(cell(1, 128, [29.7, 29.7])), POLICY)
     assert row(comparison, "output_tps").tolerance_percent is None
     assert row(comparison, "output_tps").describe() == "output C=1 in=128: 60.0 → 59.4 tok/s (-1.0 %; not judged)"
     assert Cell(1, 1, DECODE, None, None, None, None, None, "").describe() == (
@@ -253,8 +240,8 @@ def test_a_row_no_rule_judges_is_described_as_not_judged() -> None:
 
 
 def test_lower_is_better_metrics_get_worse_when_they_rise() -> None:
-    before = side(starts(1, 64, STEADY, scaled(STEADY, 10.0)))
-    after = side(starts(1, 64, STEADY, scaled(STEADY, 13.0)))
+    before = result(cell(1, 64, STEADY, scaled(STEADY, 10.0)))
+    after = result(cell(1, 64, STEADY, scaled(STEADY, 13.0)))
     comparison = compare(before, after, POLICY)
     ttft = row(comparison, "ttft_p50_ms", "C=1 in=64")
     assert ttft.change_percent == pytest.approx(30.0) and ttft.worse_percent == pytest.approx(30.0)
@@ -265,7 +252,7 @@ def test_lower_is_better_metrics_get_worse_when_they_rise() -> None:
 
 
 def test_a_zero_before_is_no_change_rather_than_a_division_by_zero() -> None:
-    comparison = compare(side(starts(1, 64, [0.0, 0.0])), side(starts(1, 64, [5.0, 5.1])), POLICY)
+    comparison = compare(result(cell(1, 64, [0.0, 0.0])), result(cell(1, 64, [5.0, 5.1])), POLICY)
     decode = row(comparison, "decode_tps_per_user", "C=1 in=64")
     assert decode.change_percent is None and decode.verdict == CANNOT_TELL  # no log of zero: no test
     assert decode.note == "a value of zero or less on a side: no ratio to judge"
@@ -273,10 +260,10 @@ def test_a_zero_before_is_no_change_rather_than_a_division_by_zero() -> None:
 
 
 def test_cells_are_compared_only_with_their_own_kind_completions_first() -> None:
-    before = side(starts(2, 128, STEADY), starts(1, 128, scaled(STEADY, 2.0), endpoint="chat"),
-                    starts(1, 512, STEADY), starts(1, 128, TIGHT))
-    after = side(starts(1, 128, scaled(STEADY, 2.0), endpoint="chat"), starts(1, 128, TIGHT),
-                   starts(1, 512, STEADY), starts(2, 128, STEADY), driver="595")
+    before = result(cell(2, 128, STEADY), cell(1, 128, scaled(STEADY, 2.0), endpoint="chat"),
+                    cell(1, 512, STEADY), cell(1, 128, TIGHT))
+    after = result(cell(1, 128, scaled(STEADY, 2.0), endpoint="chat"), cell(1, 128, TIGHT),
+                   cell(1, 512, STEADY), cell(2, 128, STEADY), driver="595")
     comparison = compare(before, after, POLICY)
     assert list(dict.fromkeys(c.where for c in comparison.cells)) == [
         "C=1 in=128", "C=1 in=512", "C=2 in=128", "C=1 in=128 (chat)"]
@@ -342,8 +329,8 @@ def test_the_policy_is_read_from_a_profiles_rules_primary_and_claim_rate() -> No
 def test_the_primary_names_one_metric_in_one_completion_cell() -> None:
     primary = POLICY.primary
     assert primary is not None
-    comparison = compare(side(starts(1, 128, STEADY), starts(1, 128, STEADY, endpoint="chat"), starts(1, 512, STEADY)),
-                         side(starts(1, 128, STEADY), starts(1, 128, STEADY, endpoint="chat"), starts(1, 512, STEADY)),
+    comparison = compare(result(cell(1, 128, STEADY), cell(1, 128, STEADY, endpoint="chat"), cell(1, 512, STEADY)),
+                         result(cell(1, 128, STEADY), cell(1, 128, STEADY, endpoint="chat"), cell(1, 512, STEADY)),
                          POLICY)
     assert [(c.where, c.metric.name) for c in comparison.cells if c.primary] == [("C=1 in=128",
                                                                                   "decode_tps_per_user")]
@@ -382,8 +369,8 @@ def test_the_primary_does_not_share_its_half_of_the_claim_rate_with_the_other_me
     after = scaled(base, 0.81)
     p_value = welch_log(base, after).p_beyond(-math.log1p(-0.05))  # type: ignore[union-attr]
     assert 0.025 / 3 < p_value < 0.025
-    before = side(starts(1, 128, TIGHT), starts(2, 128, base))
-    comparison = compare(before, side(starts(1, 128, scaled(TIGHT, 1.3)), starts(2, 128, after)), POLICY)
+    before = result(cell(1, 128, TIGHT), cell(2, 128, base))
+    comparison = compare(before, result(cell(1, 128, scaled(TIGHT, 1.3)), cell(2, 128, after)), POLICY)
     other = row(comparison, "decode_tps_per_user", "C=2 in=128")
     assert other.p_value == pytest.approx(p_value) and other.verdict == CANNOT_TELL and comparison.verdict == BETTER
     assert "not after Holm" in other.note
@@ -391,32 +378,32 @@ def test_the_primary_does_not_share_its_half_of_the_claim_rate_with_the_other_me
 
 def test_a_tolerance_of_zero_claims_any_change_past_the_noise() -> None:
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 0.0),), Primary("decode_tps_per_user", 1, 128))
-    comparison = compare(side(starts(1, 128, TIGHT)), side(starts(1, 128, scaled(TIGHT, 1.005))), policy)
+    comparison = compare(result(cell(1, 128, TIGHT)), result(cell(1, 128, scaled(TIGHT, 1.005))), policy)
     assert row(comparison, "decode_tps_per_user").tolerance_percent == 0.0 and comparison.verdict == BETTER
 
 
 def test_the_largest_drift_of_the_start_is_the_one_that_counts() -> None:
     """The drift shown is the largest move of a later before-start from the first; it is shown, and the verdict
     sees it only as spread between the starts."""
-    start, after = side(starts(1, 128, [30.0])), side(starts(1, 128, scaled(STEADY, 1.5)))
-    runs = [*side(starts(1, 128, [27.0])), *side(starts(1, 128, [30.3]))]
+    start, after = result(cell(1, 128, [30.0])), result(cell(1, 128, scaled(STEADY, 1.5)))
+    runs = [*result(cell(1, 128, [27.0])), *result(cell(1, 128, [30.3]))]
     comparison = compare(start, after, POLICY, before_again=runs)
     decode = row(comparison, "decode_tps_per_user")
     assert decode.drift_percent == pytest.approx(-10.0) and decode.before_starts == (30.0, 27.0, 30.3)
 
 
 def test_a_start_without_a_number_to_drift_from_is_no_drift() -> None:
-    zero, again = side(starts(1, 128, [0.0])), side(starts(1, 128, [30.0]))
-    comparison = compare(zero, side(starts(1, 128, STEADY)), POLICY, before_again=again)
+    zero, again = result(cell(1, 128, [0.0])), result(cell(1, 128, [30.0]))
+    comparison = compare(zero, result(cell(1, 128, STEADY)), POLICY, before_again=again)
     assert row(comparison, "decode_tps_per_user").drift_percent is None
-    unmeasured = side(starts(1, 128, [30.0]))
+    unmeasured = result(cell(1, 128, [30.0]))
     unmeasured[0]["cells"][0].update(repeats=[{}, {}], metrics={})
-    comparison = compare(side(starts(1, 128, [30.0])), side(starts(1, 128, STEADY)), POLICY, before_again=unmeasured)
+    comparison = compare(result(cell(1, 128, [30.0])), result(cell(1, 128, STEADY)), POLICY, before_again=unmeasured)
     assert row(comparison, "decode_tps_per_user").drift_percent is None
 
 
 def test_a_metric_a_cell_did_not_record_is_missing_not_zero() -> None:
-    without_itl = side(starts(1, 128, [30.0]))
+    without_itl = result(cell(1, 128, [30.0]))
     del without_itl[0]["cells"][0]["metrics"]["itl_ms"]
     comparison = compare(without_itl, without_itl, POLICY)
     itl = row(comparison, "itl_p50_ms")
@@ -425,8 +412,8 @@ def test_a_metric_a_cell_did_not_record_is_missing_not_zero() -> None:
 
 
 def test_a_lost_primary_cell_keeps_what_it_measured_and_the_metadata() -> None:
-    before = side(starts(1, 128, [20.0, 21.0]))
-    after = side(starts(1, 128, [20.0, 21.0], status="failed"), driver="595")
+    before = result(cell(1, 128, [20.0, 21.0]))
+    after = result(cell(1, 128, [20.0, 21.0], status="failed"), driver="595")
     comparison = compare(before, after, POLICY)
     lost = row(comparison, "decode_tps_per_user")
     assert (lost.primary, lost.tolerance_percent, lost.before_repeats, lost.after_repeats) == (True, 2.0,
@@ -440,7 +427,7 @@ def test_a_lost_primary_cell_keeps_what_it_measured_and_the_metadata() -> None:
 
 
 def test_a_compared_row_no_rule_judges_carries_no_note() -> None:
-    comparison = compare(side(starts(1, 128, STEADY)), side(starts(1, 128, STEADY)), POLICY)
+    comparison = compare(result(cell(1, 128, STEADY)), result(cell(1, 128, STEADY)), POLICY)
     assert (row(comparison, "output_tps").verdict, row(comparison, "output_tps").note) == ("", "")
 
 
@@ -520,14 +507,14 @@ def test_more_starts_than_the_most_are_not_proposed() -> None:
 
 
 def test_the_largest_regression_decides_wherever_it_sits() -> None:
-    before = side(starts(1, 128, STEADY), starts(1, 512, STEADY), starts(8, 512, STEADY))
-    after = side(starts(1, 128, STEADY), starts(1, 512, scaled(STEADY, 0.6)), starts(8, 512, scaled(STEADY, 0.8)))
+    before = result(cell(1, 128, STEADY), cell(1, 512, STEADY), cell(8, 512, STEADY))
+    after = result(cell(1, 128, STEADY), cell(1, 512, scaled(STEADY, 0.6)), cell(8, 512, scaled(STEADY, 0.8)))
     assert compare(before, after, POLICY).deciding_cell().where == "C=1 in=512"
 
 
 def test_without_a_primary_same_is_decided_by_the_first_judged_row() -> None:
     policy = RegressionPolicy((Tolerance("ttft_p50_ms", 20.0),))
-    steady = side(starts(1, 128, TIGHT), starts(1, 512, TIGHT))
+    steady = result(cell(1, 128, TIGHT), cell(1, 512, TIGHT))
     comparison = compare(steady, steady, policy)
     assert comparison.verdict == SAME and comparison.deciding_cell() == row(comparison, "ttft_p50_ms")
     assert overall([], None) == (SAME, None)
@@ -553,7 +540,7 @@ def test_same_states_the_interval_of_the_change() -> None:
 
 def test_a_tolerance_of_zero_calls_a_small_steady_drop_a_regression_and_no_change_cannot_tell() -> None:
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 0.0),), Primary("decode_tps_per_user", 1, 128))
-    assert compare(side(starts(1, 128, TIGHT)), side(starts(1, 128, scaled(TIGHT, 0.995))), policy).verdict == WORSE
+    assert compare(result(cell(1, 128, TIGHT)), result(cell(1, 128, scaled(TIGHT, 0.995))), policy).verdict == WORSE
     answer = judge([Question((30.0, 30.0, 30.0), (30.0, 30.0, 30.0), True, 0.0, primary=True)], 0.05)[0]
     assert (answer.verdict, answer.starts_to_decide) == (CANNOT_TELL, None)
     assert answer.why == "the before side's 3 starts are identical: no start-to-start spread was measured"
@@ -563,8 +550,8 @@ def test_a_tolerance_of_zero_calls_a_small_steady_drop_a_regression_and_no_chang
 
 def test_a_lower_is_better_metric_is_held_to_its_own_tolerance() -> None:
     # TTFT up 15 % against its 20 %: inside the tolerance, never a regression
-    comparison = compare(side(starts(1, 64, STEADY, scaled(TIGHT, 10.0))),
-                         side(starts(1, 64, STEADY, scaled(TIGHT, 11.5))), POLICY)
+    comparison = compare(result(cell(1, 64, STEADY, scaled(TIGHT, 10.0))),
+                         result(cell(1, 64, STEADY, scaled(TIGHT, 11.5))), POLICY)
     assert row(comparison, "ttft_p50_ms", "C=1 in=64").verdict == SAME and comparison.verdict != WORSE
 
 
@@ -574,7 +561,7 @@ def test_a_side_with_a_value_of_zero_or_less_has_no_test_and_small_positive_valu
 
 
 def test_a_cell_new_after_keeps_its_repeats() -> None:
-    comparison = compare(side(), side(starts(4, 128, [9.0, 9.5])), POLICY)
+    comparison = compare(result(), result(cell(4, 128, [9.0, 9.5])), POLICY)
     assert row(comparison, "decode_tps_per_user", "C=4 in=128").after_repeats == (9.0, 9.5)
 
 
@@ -594,8 +581,8 @@ def test_one_result_a_side_is_one_engine_start_however_many_repeats_it_holds() -
 
 
 def test_a_cell_failed_in_one_start_after_is_a_regression() -> None:
-    before = side(starts(1, 128, STEADY), starts(2, 128, STEADY))
-    after = side(starts(1, 128, STEADY), starts(2, 128, STEADY))
+    before = result(cell(1, 128, STEADY), cell(2, 128, STEADY))
+    after = result(cell(1, 128, STEADY), cell(2, 128, STEADY))
     after[1]["cells"][1].update(status="failed", reason="HTTP 500: engine died")
     comparison = compare(before, after, POLICY)
     lost = row(comparison, "decode_tps_per_user", "C=2 in=128")
