@@ -4,9 +4,10 @@ judged metrics, repeats and starts a side (no asserting: it prints; tests/unit/t
 SYNTHETIC samples (tests/bench_support/synthetic.py): every engine start draws one offset (sd 0, 2, 5 or 15 %; 15 %
 is the autotuner spread of rig-facts §8.4) shared by every cell and metric of that start, and every repeat inside
 it adds its own noise (2 % on a GPU profile; on the sandbox 5 %, an idle 2-core box, and 30 %, a loaded one).
-rig-facts §2.5's 194.0 ± 2.8 tok/s over three server restarts puts a GPU rig's start-to-start offset near 1.5 %. Shifts: 0 (an A/A test: every claim is false), -4.9 % (worse,
-but inside a 5 % tolerance: a "worse" is false) and +20 % (a "better" is right). A tournament holds a start and
-two recipes identical to it and counts a claim for either; a driver update is one comparison of k starts a side.
+rig-facts §2.5's 194.0 ± 2.8 tok/s over three server restarts puts a GPU rig's start-to-start offset near 1.5 %.
+Shifts: 0 (an A/A test: every claim is false), -4.9 % (worse, but inside a 5 % tolerance: a "worse" is false)
+and +20 % (a "better" is right). A tournament holds a start and two recipes identical to it and counts a claim
+for either (for +20 %: each recipe found); a driver update is one comparison of k starts a side.
 
     .venv/bin/python measurements/verdict_calibration.py [--draws 1000] [--profiles sandbox,2x-pix] [--starts 3]
     .venv/bin/python measurements/verdict_calibration.py --what-k-buys 2,3,4,5,8 --profiles 2x-pix,4x-threadripper
