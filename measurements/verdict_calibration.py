@@ -12,7 +12,8 @@ for either (for +20 %: each recipe found); a driver update is one comparison of 
     .venv/bin/python measurements/verdict_calibration.py [--draws 1000] [--profiles sandbox,2x-pix] [--starts 3]
     .venv/bin/python measurements/verdict_calibration.py --what-k-buys 2,3,4,5,8 --profiles 2x-pix,4x-threadripper
 
-``--what-k-buys`` prints, for driver updates at 2 % repeat noise, A/A claims and +20 % found at each k instead.
+``--what-k-buys`` prints, for driver updates at the profile's (first) repeat noise, A/A claims, A/A judged same and
++20 % found at each k instead.
 """
 
 from __future__ import annotations
@@ -44,18 +45,21 @@ def profile_starts(profile: object, override: int | None) -> int:
 
 
 def what_k_buys(names: list[str], counts: list[int], draws: int, seed: int) -> None:
-    """A/A claims and +20 % found per offset and starts a side, driver updates at 2 % repeat noise."""
-    print("| profile | offset | " + " | ".join(f"k={k}: A/A / +20 %" for k in counts) + " |")
-    print("|---|---|" + "---|" * len(counts))
+    """A/A claims, A/A judged same and +20 % found per offset and starts a side, driver updates at the profile's
+    (first) repeat noise."""
+    print("| profile | noise | offset | " + " | ".join(f"k={k}: A/A claimed / same / +20 % found" for k in counts)
+          + " |")
+    print("|---|---|---|" + "---|" * len(counts))
     for name in names:
         profile = load_profile(name)
+        noise = NOISES.get(name, GPU_NOISE)[0]
         for offset in OFFSETS:
             cells = []
             for starts in counts:
-                same = claim_rates(profile, GPU_NOISE[0], offset, 0.0, draws, seed, starts)
-                found = claim_rates(profile, GPU_NOISE[0], offset, 0.20, draws, seed + 2, starts)
-                cells.append(f"{same.claimed:.1%} / {found.better:.1%}")
-            print(f"| {name} | {offset:.0%} | " + " | ".join(cells) + " |", flush=True)
+                same = claim_rates(profile, noise, offset, 0.0, draws, seed, starts)
+                found = claim_rates(profile, noise, offset, 0.20, draws, seed + 2, starts)
+                cells.append(f"{same.claimed:.1%} / {same.same:.0%} / {found.better:.1%}")
+            print(f"| {name} | {noise:.0%} | {offset:.0%} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> int:
