@@ -37,7 +37,7 @@ from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.host import Host
 from pyinfra.api.state import State
-from pyinfra.facts.server import KernelVersion
+from pyinfra.facts.server import Command, KernelVersion
 from pyinfra.operations import files
 
 from rigforge.bench.config import config_from_dict
@@ -73,6 +73,7 @@ from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
 from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
+from roles.service import ENGINE_START_ID
 
 
 @deploy("Bench")
@@ -149,6 +150,7 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
         weights_revision=manifest.revision if manifest else None,
         weights_origin=manifest.origin if manifest else None,
         weights_sha256={entry.name: entry.sha256 for entry in manifest.files} if manifest else {},
+        engine_start=bench_host.get_fact(Command, command=ENGINE_START_ID) or None,
     )
 
 

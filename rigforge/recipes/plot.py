@@ -1,5 +1,5 @@
 """The recipe experiment's PNG: per cell, each recipe's decode tok/s per user and output tok/s (median bars,
-whiskers spanning every repeat, the start's runs pooled), claims marked."""
+whiskers spanning every repeat of every engine start), claims marked."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rigforge.recipes.cells import Key, repeats_of
-from rigforge.recipes.report import TABLE_METRICS, Report, claim_cell, measured_value, metric, where
+from rigforge.recipes.cells import Key, over_starts, repeats_of
+from rigforge.recipes.report import TABLE_METRICS, Report, claim_cell, metric, where
 
 
 def spread(results: Sequence[Mapping[str, Any] | None], name: str, key: Key, middle: float) -> tuple[float, float]:
@@ -44,8 +44,8 @@ def render_report_plot(report: Report, png: Path, title: str) -> Path:
         label = metric(name)
         for index, trial in enumerate(measured):
             xs = [cell + (index - (len(measured) - 1) / 2) * width for cell in range(len(report.cells))]
-            values = [measured_value(trial.result, name, key) or 0.0 for key in report.cells]
-            runs = [trial.result, *(report.again if trial.recipe == report.start else ())]
+            values = [over_starts(trial.starts, name, key) or 0.0 for key in report.cells]
+            runs = list(trial.starts)
             whiskers = [spread(runs, name, key, value) for key, value in zip(report.cells, values, strict=True)]
             axes.bar(xs, values, width=width, label=trial.recipe,
                      yerr=[[low for low, _ in whiskers], [high for _, high in whiskers]], capsize=3)
