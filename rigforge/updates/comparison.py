@@ -1,31 +1,40 @@
-"""Compare two bench results cell by cell and give a verdict that survives an A/A test.
+"""Compare two bench sides cell by cell and give a verdict that survives an A/A test.
+
+A side is one result per **engine start** (a single result is one start). Each start's value of a metric is the
+geometric mean of the repeats measured inside it (rigforge.updates.starts), and the verdict works on those
+values, so the spread that decides is the start-to-start spread: repeats back to back inside one start share
+that start's luck (rig-facts §8.4: the autotuner alone moves single runs ±15 %) and cannot measure it. This is
+the one-level model on start means (the analysis of a nested design's top level): with a balanced number of
+repeats per start it tests the same hypothesis as a two-level model and needs no estimate of how the two levels
+split; the repeats still make each start's value steadier. One start a side is ``cannot tell``: the
+start-to-start noise is then unmeasured, however steady its repeats.
 
 Verdicts (``Comparison.verdict``, decided by rigforge.updates.verdict, which says why each is claimed):
 
-- ``"better"``: the profile's primary metric (``bench.primary``) improved significantly across the repeats,
-  beyond its tolerance and beyond the measured noise, and no other judged metric got worse.
-- ``"worse (regression)"``: some judged metric got significantly worse, beyond its tolerance and the noise, or a
-  cell that measured before failed (or is missing) after. Any judged metric can veto this way.
-- ``"same"``: no claim, and the primary's confidence interval lies inside ± its tolerance.
-- ``"cannot tell"``: no claim, and the repeats are too few or too noisy to say "same" (the row says how many
-  repeats would likely decide).
+- ``"better"``: the profile's primary metric (``bench.primary``) improved, its whole interval past its tolerance
+  and past the measured noise, and no other judged metric got worse.
+- ``"worse (regression)"``: some judged metric got worse the same way, or a cell that measured before failed
+  (or is missing) after in any start. Any judged metric can veto this way.
+- ``"same"``: no claim, and the primary's 90 % interval lies inside ± its tolerance (TOST).
+- ``"cannot tell"``: no claim, and the starts are too few or too noisy to say "same" (the row says why and how
+  many engine starts a side would decide it, ``Cell.starts_to_decide``).
 
 Judged metrics are those the profile's ``bench.regression_tolerance`` rules name; the others are shown but
-never decide. ``before_again`` (the recipe tournament measures its start a second time at the end) is pooled
-with ``before``, and their difference is the start's drift, which a change must exceed too.
-Rendering lives in ``compare_render`` and the command line in ``compare`` (``python -m
-rigforge.updates.compare``); both import this module, never the other way round.
+never decide. The row shows the statistic that decided: the ratio of the geometric means of the start values,
+as a change in %, with its interval. Rendering lives in ``compare_render`` and the command line in ``compare``
+(``python -m rigforge.updates.compare``); both import this module, never the other way round.
 
 Example::
 
-    comparison = compare(load_result(before_dir), load_result(after_dir), RegressionPolicy.from_profile(profile))
+    comparison = compare([load_result(run) for run in before_runs], [load_result(run) for run in after_runs],
+                         RegressionPolicy.from_profile(profile))
     print(render_markdown(comparison))                # rigforge.updates.compare_render
-    print(comparison.summary())  # same: decode C=1 in=128: 31.2 → 30.8 tok/s (-1.3 %, within ±5 % ...)
+    print(comparison.summary())  # same: decode C=1 in=128: 31.2 → 30.8 tok/s (-1.3 %; within ±5 % ...)
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,46 +42,28 @@ from typing import Any
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
 from rigforge.updates.policy import Primary, RegressionPolicy, Tolerance
-from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE, Answer, Question, judge, overall
+from rigforge.updates.starts import METRICS, Metric, Side, as_starts, cell_value, repeat_values, start_value
+from rigforge.updates.verdict import (
+    BETTER,
+    CANNOT_TELL,
+    SAME,
+    WORSE,
+    Answer,
+    Question,
+    judge,
+    overall,
+    starts_to_decide,
+)
 
 __all__ = [
     "BETTER", "CANNOT_TELL", "METRICS", "REGRESSION", "SAME", "WORSE", "Cell", "Comparison", "Metric", "Primary",
-    "RegressionPolicy", "Tolerance", "compare", "find_results", "last_before", "last_before_driver_change",
-    "load_result",
+    "RegressionPolicy", "Side", "Tolerance", "cell_value", "compare", "find_results", "last_before",
+    "last_before_driver_change", "load_result", "repeat_values", "starts_to_decide",
 ]
 
 #: The regression verdict under its older name.
 REGRESSION = WORSE
 DASH = "–"
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One compared number of a cell: where it sits in ``metrics`` and which way is better."""
-
-    name: str  # the name tolerance rules use
-    label: str
-    unit: str
-    key: str
-    stat: str | None  # None: metrics[key] is the number itself
-    higher_is_better: bool
-
-    def read(self, metrics: Mapping[str, Any]) -> float | None:
-        """The value in one metrics block, None if absent."""
-        value = metrics.get(self.key)
-        if self.stat is not None:
-            value = (value or {}).get(self.stat)
-        return None if value is None else float(value)
-
-
-METRICS = (
-    Metric("decode_tps_per_user", "decode", "tok/s", "decode_tps_per_user", "median", True),
-    Metric("output_tps", "output", "tok/s", "output_throughput", None, True),
-    Metric("ttft_p50_ms", "TTFT p50", "ms", "ttft_ms", "median", False),
-    Metric("ttft_p99_ms", "TTFT p99", "ms", "ttft_ms", "p99", False),
-    Metric("itl_p50_ms", "ITL p50", "ms", "itl_ms", "median", False),
-    Metric("itl_p99_ms", "ITL p99", "ms", "itl_ms", "p99", False),
-)
 METRIC_NAMES = tuple(metric.name for metric in METRICS)
 
 
@@ -83,20 +74,29 @@ class Cell:
     concurrency: int
     input_tokens: int
     metric: Metric
-    before: float | None  # median over the repeats (before: both runs of the start, pooled)
+    before: float | None  # geometric mean of the start values (each: the geometric mean of its repeats)
     after: float | None
-    change_percent: float | None  # (after - before) / before, signed, of the medians
-    noise_percent: float | None  # the noise a claim must exceed; None without two repeats a side
+    change_percent: float | None  # after / before - 1, in %, signed: the change the verdict tests
+    noise_percent: float | None  # the noise a claim must exceed; None without two starts a side
     tolerance_percent: float | None  # None: shown, not judged
     verdict: str  # better | worse (regression) | same | cannot tell | "" (not judged)
     note: str = ""
     kind: CellKind = COMPLETIONS  # how the cell's requests were sent (completions, chat with thinking on...)
-    before_repeats: tuple[float, ...] = ()
+    before_repeats: tuple[float, ...] = ()  # every repeat of every start, in start order
     after_repeats: tuple[float, ...] = ()
-    p_value: float | None = None
-    drift_percent: float | None = None  # the start's own change between its two runs
-    repeats_to_decide: int | None = None
+    p_value: float | None = None  # of "the change lies within the tolerance"
+    drift_percent: float | None = None  # the largest move of a later before-start from the first (shown only)
+    starts_to_decide: int | None = None  # cannot tell: engine starts a side that would decide, 80 % power
     primary: bool = False
+    before_starts: tuple[float, ...] = ()  # one value per engine start: what the verdict compares
+    after_starts: tuple[float, ...] = ()
+    interval_percent: tuple[float, float] | None = None  # the change's interval at interval_level
+    interval_level: float | None = None
+
+    @property
+    def repeats_to_decide(self) -> int | None:
+        """The older name of ``starts_to_decide``."""
+        return self.starts_to_decide
 
     @property
     def where(self) -> str:
@@ -118,7 +118,8 @@ class Cell:
             values = f"{_num(self.before)} → {_num(self.after)} {self.metric.unit}"
             return f"{where}: {values} ({self.note or 'not comparable'})"
         values = f"{self.before:.1f} → {self.after:.1f} {self.metric.unit}"
-        return f"{where}: {values} ({self.change_percent:+.1f} %; {self.note if self.verdict else 'not judged'})"
+        change = DASH if self.change_percent is None else f"{self.change_percent:+.1f} %"
+        return f"{where}: {values} ({change}; {self.note if self.verdict else 'not judged'})"
 
 
 @dataclass(frozen=True)
@@ -157,117 +158,121 @@ def _cells_by_key(result: Mapping[str, Any]) -> dict[tuple[CellKind, int, int], 
     return {(CellKind.of(cell), cell["concurrency"], cell["input_tokens"]): cell for cell in result.get("cells", [])}
 
 
-def repeat_values(cell: Mapping[str, Any], metric: Metric) -> list[float]:
-    """The metric's value in each repeat of the cell (``cell.repeats``: one metrics block per repeat)."""
-    blocks = [repeat for repeat in cell.get("repeats") or [] if repeat]
-    values = [metric.read(block) for block in blocks]
-    return [value for value in values if value is not None]
-
-
-def cell_value(cell: Mapping[str, Any], metric: Metric) -> float | None:
-    """Median over the repeats if measured with repeats, else the cell's own metrics."""
-    values = repeat_values(cell, metric)
-    if values:
-        return statistics.median(values)
-    return metric.read(cell.get("metrics") or {})
-
-
 def spread_percent(values: list[float]) -> float | None:
     """(max - min) / median in %, None with fewer than two values."""
     if len(values) < 2:
         return None
-    middle = statistics.median(values)
+    ordered = sorted(values)
+    middle = (ordered[(len(values) - 1) // 2] + ordered[len(values) // 2]) / 2
     return 0.0 if middle == 0 else (max(values) - min(values)) / abs(middle) * 100
 
 
 def drift_percent(first: Mapping[str, Any] | None, again: Mapping[str, Any] | None, metric: Metric) -> float | None:
-    """How far the start's second run moved from its first (signed %, medians), None unless both measured."""
+    """How far a later start moved from the first one (signed %, start values), None unless both measured."""
     if not first or not again or first.get("status") != "ok" or again.get("status") != "ok":
         return None
     old, new = cell_value(first, metric), cell_value(again, metric)
-    return None if not old or new is None else (new - old) / old * 100
+    return None if not old or new is None or not math.isfinite(old * new) else (new - old) / old * 100
 
 
-def _side(cells: list[Mapping[str, Any] | None], metric: Metric) -> tuple[float, ...]:
-    """Every repeat of the ok cells given (the start's runs pooled), each cell's own number without repeats."""
-    values: list[float] = []
-    for cell in cells:
-        if cell is not None and cell.get("status") == "ok":
-            repeats = repeat_values(cell, metric)
-            single = cell_value(cell, metric)
-            values += repeats or ([single] if single is not None else [])
-    return tuple(values)
+def _ok(cells: Sequence[Mapping[str, Any] | None]) -> list[Mapping[str, Any]]:
+    return [cell for cell in cells if cell is not None and cell.get("status") == "ok"]
 
 
-def compare_cell(key: tuple[CellKind, int, int], before: list[Mapping[str, Any] | None],
-                 after: Mapping[str, Any] | None, metric: Metric, policy: RegressionPolicy) -> Cell:
-    """One row before its verdict (``compare`` judges the judged rows together); a cell that measured before
-    but failed or vanished after is a regression if judged."""
+def _starts(cells: Sequence[Mapping[str, Any] | None], metric: Metric) -> tuple[float, ...]:
+    """One value per start whose cell measured the metric."""
+    values = (start_value(cell, metric) for cell in _ok(cells))
+    return tuple(value for value in values if value is not None)
+
+
+def _repeats(cells: Sequence[Mapping[str, Any] | None], metric: Metric) -> tuple[float, ...]:
+    return tuple(value for cell in _ok(cells) for value in (repeat_values(cell, metric) or
+                                                             [v for v in [start_value(cell, metric)] if v is not None]))
+
+
+def _geometric_mean(values: tuple[float, ...]) -> float | None:
+    """Of positive finite values; the plain mean otherwise (shown only: the verdict refuses such values)."""
+    if not values:
+        return None
+    if all(math.isfinite(value) and value > 0 for value in values):
+        return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+    return math.fsum(values) / len(values)
+
+
+def compare_cell(key: tuple[CellKind, int, int], before: Sequence[Mapping[str, Any] | None],
+                 after: Sequence[Mapping[str, Any] | None], metric: Metric, policy: RegressionPolicy) -> Cell:
+    """One row before its verdict (``compare`` judges the judged rows together): the cell of each start of
+    each side (None where a start lacks it). A cell that measured before but failed or vanished after in any
+    start is a regression if judged."""
     kind, concurrency, input_tokens = key
     tolerance = policy.tolerance(metric.name, concurrency, input_tokens)
     primary = policy.primary is not None and policy.primary.names(key, metric.name)
-    values_before, values_after = _side(before, metric), _side([after], metric)
-    if not values_before or not values_after:
-        lost = bool(values_before) and tolerance is not None
-        note = "failed or missing after" if values_before else "failed or missing before"
-        return Cell(concurrency, input_tokens, metric, _median(values_before), _median(values_after), None, None,
-                    tolerance, WORSE if lost else "", note, kind, values_before, values_after, primary=primary)
-    old, new = statistics.median(values_before), statistics.median(values_after)
-    change = 0.0 if old == 0 else (new - old) / old * 100
+    starts_before, starts_after = _starts(before, metric), _starts(after, metric)
+    repeats_before, repeats_after = _repeats(before, metric), _repeats(after, metric)
+    old, new = _geometric_mean(starts_before), _geometric_mean(starts_after)
+    lost_in = len(after) - len(_ok(after))
+    if not starts_before or not starts_after or (lost_in and tolerance is not None):
+        lost = bool(starts_before) and tolerance is not None
+        note = "failed or missing before"
+        if starts_before:
+            note = "failed or missing after" + (f" in {lost_in} of {len(after)} starts" if len(after) > 1 else "")
+        return Cell(concurrency, input_tokens, metric, old, new, None, None, tolerance, WORSE if lost else "", note,
+                    kind, repeats_before, repeats_after, primary=primary, before_starts=starts_before,
+                    after_starts=starts_after)
+    change = None if not old or new is None or not math.isfinite(new / old) else (new / old - 1) * 100
     drifts = [drift for drift in (drift_percent(before[0], again, metric) for again in before[1:]) if drift is not None]
-    drift = max(drifts, key=abs) if drifts else None  # the largest: the start's runs moved at least this much
+    drift = max(drifts, key=abs) if drifts else None  # shown: how far the before side's starts moved apart
     return Cell(concurrency, input_tokens, metric, old, new, change, None, tolerance, "", "", kind,
-                values_before, values_after, drift_percent=drift, primary=primary)
-
-
-def _median(values: tuple[float, ...]) -> float | None:
-    return statistics.median(values) if values else None
+                repeats_before, repeats_after, drift_percent=drift, primary=primary, before_starts=starts_before,
+                after_starts=starts_after)
 
 
 def _judged(row: Cell, answer: Answer) -> Cell:
     return replace(row, verdict=answer.verdict, note=answer.why, noise_percent=answer.noise_percent,
-                   p_value=answer.p_value, repeats_to_decide=answer.repeats_to_decide)
+                   p_value=answer.p_value, starts_to_decide=answer.starts_to_decide,
+                   interval_percent=answer.interval_percent, interval_level=answer.interval_level)
 
 
-def compare(before: Mapping[str, Any], after: Mapping[str, Any], policy: RegressionPolicy,
+def compare(before: Side, after: Side, policy: RegressionPolicy,
             before_again: Sequence[Mapping[str, Any]] = ()) -> Comparison:
-    """Compare two results (as loaded by ``load_result``) under the profile's policy.
+    """Compare two sides (results as loaded by ``load_result``) under the profile's policy.
 
-    + before: the baseline result, e.g. the last one on the previous driver, or the tournament's start
-    + after: the result to judge
+    + before: the baseline: one result per engine start (a single result is one start), e.g. the k starts
+      measured before a driver update, or the tournament's starting recipe's starts
+    + after: the side to judge, one result per engine start
     + policy: ``RegressionPolicy.from_profile(profile)``
-    + before_again: the baseline's later runs (A … A): pooled with ``before``; their drift is noise too
+    + before_again: more starts of the baseline (the older way to pass them): added to ``before``
     """
-    cells_before, cells_after = _cells_by_key(before), _cells_by_key(after)
-    runs_again = [_cells_by_key(result) for result in before_again]
+    starts_before = (*as_starts(before), *as_starts(before_again))
+    starts_after = as_starts(after)
+    cells_before = [_cells_by_key(start) for start in starts_before]
+    cells_after = [_cells_by_key(start) for start in starts_after]
     # Completion cells first, then each other kind; by concurrency and input length within a kind.
-    keys = sorted(set(cells_before) | set(cells_after), key=lambda key: (*key[0].order, key[1], key[2]))
-    rows = [compare_cell(key, [cells_before.get(key), *(cells.get(key) for cells in runs_again)],
-                         cells_after.get(key), metric, policy)
+    keys = sorted({key for cells in (*cells_before, *cells_after) for key in cells},
+                  key=lambda key: (*key[0].order, key[1], key[2]))
+    rows = [compare_cell(key, [cells.get(key) for cells in cells_before], [cells.get(key) for cells in cells_after],
+                         metric, policy)
             for key in keys for metric in METRICS]
     judged = [index for index, row in enumerate(rows) if row.tolerance_percent is not None and not row.verdict
-              and row.change_percent is not None]
-    questions = [Question(rows[index].before_repeats, rows[index].after_repeats, rows[index].metric.higher_is_better,
-                          rows[index].tolerance_percent or 0.0, rows[index].primary, rows[index].drift_percent)
-                 for index in judged]
-    for index, answer in zip(judged, judge(questions, policy.false_claim_rate), strict=True):
+              and row.before_starts and row.after_starts]
+    questions = [Question(rows[index].before_starts, rows[index].after_starts, rows[index].metric.higher_is_better,
+                          rows[index].tolerance_percent or 0.0, rows[index].primary) for index in judged]
+    answers = judge(questions, policy.false_claim_rate)
+    for index, answer in zip(judged, answers, strict=True):
         rows[index] = _judged(rows[index], answer)
-    return _verdict(before, after, tuple(rows))
+    metadata = [(side[0].get("metadata") or {}) if side else {} for side in (starts_before, starts_after)]
+    return _verdict(metadata[0], metadata[1], tuple(rows), judged, answers)
 
 
-def _verdict(before: Mapping[str, Any], after: Mapping[str, Any], rows: tuple[Cell, ...]) -> Comparison:
+def _verdict(before: Mapping[str, Any], after: Mapping[str, Any], rows: tuple[Cell, ...], judged: list[int],
+             answers: list[Answer]) -> Comparison:
     """The rows' verdict: a lost judged cell or a worse row vetoes; else the primary's verdict (rigforge.updates.
     verdict.overall); without a primary, same only when every judged row is."""
-    lost = [index for index, row in enumerate(rows) if row.verdict == WORSE and row.change_percent is None]
-    judged = [index for index, row in enumerate(rows) if row.verdict and row.change_percent is not None]
-    primary = next((position for position, index in enumerate(judged) if rows[index].primary), None)
-    answers = [Answer(rows[index].verdict, rows[index].change_percent, rows[index].p_value, rows[index].noise_percent,
-                      None, rows[index].repeats_to_decide, rows[index].note) for index in judged]
-    verdict, deciding = overall(answers, primary)
+    lost = [index for index, row in enumerate(rows) if row.verdict == WORSE and index not in judged]
     if lost:
-        return Comparison(before.get("metadata") or {}, after.get("metadata") or {}, rows, WORSE, lost[0])
+        return Comparison(before, after, rows, WORSE, lost[0])
     if not judged:
-        verdict, deciding = SAME, None
-    return Comparison(before.get("metadata") or {}, after.get("metadata") or {}, rows, verdict,
-                      judged[deciding] if deciding is not None else None)
-
+        return Comparison(before, after, rows, SAME, None)
+    primary = next((position for position, index in enumerate(judged) if rows[index].primary), None)
+    verdict, deciding = overall(answers, primary)
+    return Comparison(before, after, rows, verdict, judged[deciding] if deciding is not None else None)

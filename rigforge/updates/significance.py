@@ -1,25 +1,32 @@
-"""Is a change between two small sets of repeats real? Welch's t-test on log values, and Holm's correction.
+"""Is a change between two small sets of engine starts real? Welch's t-test on log values, and Holm's correction.
 
-Pure Python (no scipy on the rigs or the controller). Why this test, for 2-5 repeats per side:
+Pure Python (no scipy on the rigs or the controller). What is tested is one value per engine start (the
+geometric mean of the repeats measured inside it, rigforge.updates.starts): repeats back to back inside one
+start share whatever that start got (an autotuner's choice, a clock, a neighbour's load), so only the
+start-to-start spread says how far another start would land. Why this test, for 2-5 starts a side:
 
-- A rank test cannot decide with so few repeats: an exact Mann-Whitney U (the one Google Benchmark's
-  ``tools/compare.py`` uses, warning below 9 repetitions) or permutation test of 2 against 2 repeats has 6
-  orderings, so its smallest one-sided p is 1/6; 3 against 3 gives 1/20. No correction for more than one
-  metric leaves room for either ever to claim anything.
+- A rank test cannot decide with so few starts: an exact Mann-Whitney U (the one Google Benchmark's
+  ``tools/compare.py`` uses, warning below 9 repetitions) or permutation test of 2 against 2 has 6 orderings,
+  so its smallest one-sided p is 1/6; 3 against 3 gives 1/20. No correction for more than one metric leaves
+  room for either ever to claim anything.
 - Welch's unequal-variance t-test (B. L. Welch, "The generalization of Student's problem when several
-  different population variances are involved", Biometrika 34, 1947; the test pyperf's ``compare_to`` uses
-  for "Significant"/"Not significant") works from two repeats a side, assumes no equal noise before and after,
-  and its p-values are exact for normal samples. Speeds are ratios, so it runs on log values: a change is a
-  factor, the same whichever side is the baseline, and a few slow repeats do not make the noise lopsided.
-- What it cannot do: with 2 repeats a side its degrees of freedom fall to about 1-2, so only a change many
-  times its spread is significant, and the spread itself is a guess from two numbers. Repeats measured back to
-  back share whatever the machine did in those seconds, so their spread understates the difference between two
-  runs minutes apart: that is why the recipe tournament measures its start twice and pools both runs, and why a
-  verdict also needs the change to pass the measured drift (rigforge.updates.verdict).
+  different population variances are involved", Biometrika 34, 1947) works from two values a side and assumes
+  no equal noise before and after. Its p-value is an approximation (the Welch-Satterthwaite degrees of
+  freedom), not exact even for normal samples: with 6 values against 2 and the small side 3x noisier its real
+  false-positive rate is about 8 % at a nominal 2.5 %. pyperf's ``compare_to`` is not the anchor for it: it runs
+  Student's pooled-variance t-test on the raw values at a 95 % table level. Speeds are ratios, so this test runs
+  on log values: a change is a factor, the same whichever side is the baseline.
+- What it cannot do: with 2 values a side its degrees of freedom fall to about 1-2, so only a change many
+  times its spread is significant, and the spread itself is a guess from two numbers.
+
+``Welch.p_beyond`` tests a change *beyond a margin* (the tolerance) rather than beyond zero: its p is below a
+level exactly when the two-sided interval at that level lies wholly past the margin, so a claim is a claim
+about the whole interval (criterion.rs likewise calls a change only when its interval clears a fixed noise
+threshold, 1 % by default).
 
 Holm's step-down procedure (S. Holm, "A simple sequentially rejective multiple test procedure", Scand. J.
 Statist. 6, 1979) keeps the chance of any false claim among m tests at alpha without assuming they are
-independent (the metrics of one cell are not).
+independent (the metrics of one cell are not). A p-value that is not a finite number is never significant.
 
 Example::
 
@@ -138,6 +145,21 @@ class Welch:
             return 1.0 if self.log_change == 0.0 else 0.0
         return t_two_sided_p(self.log_change / self.standard_error, self.df)
 
+    def p_beyond(self, margin: float) -> float:
+        """Two-sided-style p that the change lies within ``±margin`` (log units), against beyond it on the side
+        observed: below ``level_p`` exactly when ``interval_percent(level_p)`` lies wholly past the margin.
+
+        >>> far, near = Welch(0.2, 0.05, 4.0, 0.06, (3, 3)), Welch(0.02, 0.05, 4.0, 0.06, (3, 3))
+        >>> round(far.p_beyond(0.05), 4), near.p_beyond(0.05)
+        (0.0399, 1.0)
+        """
+        beyond = abs(self.log_change) - margin
+        if beyond <= 0.0:
+            return 1.0
+        if self.standard_error == 0.0:
+            return 0.0
+        return t_two_sided_p(beyond / self.standard_error, self.df)
+
     def interval_percent(self, level_p: float) -> tuple[float, float]:
         """The (1 - level_p) confidence interval of the change, in % of before."""
         # df to 0.01: the critical value moves by far less than the interval's own digits, and repeats hit the cache.
@@ -154,12 +176,13 @@ def _variance(values: Sequence[float]) -> float:
 
 
 def welch_log(before: Sequence[float], after: Sequence[float]) -> Welch | None:
-    """Welch's test on log values; None unless both sides have two or more positive values.
+    """Welch's test on log values; None unless both sides have two or more positive, finite values.
 
-    + before: the baseline's repeats (e.g. tok/s of each repeat)
-    + after: the repeats to judge
+    + before: the baseline's values, one per engine start (e.g. tok/s)
+    + after: the values to judge
     """
-    if len(before) < 2 or len(after) < 2 or min(*before, *after) <= 0:
+    values = (*before, *after)
+    if len(before) < 2 or len(after) < 2 or not all(math.isfinite(v) and v > 0 for v in values):
         return None
     logs_before, logs_after = [math.log(v) for v in before], [math.log(v) for v in after]
     n1, n2 = len(logs_before), len(logs_after)
@@ -175,15 +198,18 @@ def welch_log(before: Sequence[float], after: Sequence[float]) -> Welch | None:
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Which of the tests are significant with the family's chance of any false one kept at ``alpha``.
+    """Which of the tests are significant with the family's chance of any false one kept at ``alpha``; a p that
+    is not a finite number in [0, 1] counts as 1 (never significant, still one of the m tests), so it cannot
+    reorder the others (a NaN compares false with everything and would).
 
-    >>> holm([0.01, 0.04, 0.03], 0.05), holm([0.001, 0.2], 0.05)
-    ([True, False, False], [True, False])
+    >>> holm([0.01, 0.04, 0.03], 0.05), holm([0.001, 0.2], 0.05), holm([float("nan"), 0.001], 0.05)
+    ([True, False, False], [True, False], [False, True])
     """
-    order = sorted(range(len(p_values)), key=lambda index: p_values[index])
-    significant = [False] * len(p_values)
+    checked = [p if math.isfinite(p) and 0.0 <= p <= 1.0 else 1.0 for p in p_values]
+    order = sorted(range(len(checked)), key=lambda index: checked[index])
+    significant = [False] * len(checked)
     for rank, index in enumerate(order):
-        if p_values[index] > alpha / (len(p_values) - rank):
+        if checked[index] > alpha / (len(checked) - rank):
             break
         significant[index] = True
     return significant

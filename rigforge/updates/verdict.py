@@ -1,25 +1,34 @@
 """The verdicts a recipe tournament and a driver update give: ``better``, ``worse (regression)``, ``same``,
-``cannot tell`` — each a claim that has to survive an A/A test (two runs of the same thing).
+``cannot tell`` — each a claim that has to survive an A/A test (two sides of the same thing), also when every
+engine start runs at its own speed.
 
-One question per (cell, metric) the profile judges (a ``bench.regression_tolerance`` rule names it). A change
-is claimed only when all three hold:
+The unit of replication is the **engine start**: a question holds one value per start a side (the geometric
+mean of the repeats inside it, rigforge.updates.starts), so the spread that decides is the start-to-start spread.
+Repeats inside one start share that start's luck and only make its own value steadier.
 
-1. it is significant across the repeats (Welch's t on log values, rigforge.updates.significance): the profile's
-   primary metric (``bench.primary``, declared before anything is measured) alone spends half the chance of a
-   false claim, ``bench.verdicts.false_claim_rate``; every other judged metric shares the other half by Holm;
-2. it is larger than the profile's tolerance for that metric and cell (a change the owner cares about);
-3. it is larger than the measured noise: twice the spread of one repeat (standard deviation of the logs), and
-   the drift of the start (the same recipe measured again later) when it was measured; a start that drifted
-   more than the tolerance allows no claim at all on that metric (the machine changed during the run).
+One question per (cell, metric) the profile judges (a ``bench.regression_tolerance`` rule names it). A question
+is refused (``cannot tell``, with the reason) when a value is not a finite number, is zero or less, a side has
+fewer than two starts (the start-to-start noise is then unmeasured, however steady the repeats), or a side's
+starts are identical (no spread measured: copied or rounded numbers, not a noise of zero). Otherwise a change is
+claimed only when all of these hold:
+
+1. its whole confidence interval lies past the tolerance: Welch's t on the logs of the start values tests "the
+   change lies within the tolerance" (rigforge.updates.significance.Welch.p_beyond). The profile's primary
+   metric (``bench.primary``) alone spends half the chance of a false claim, ``bench.verdicts.false_claim_rate``;
+   every other judged metric shares the other half by Holm. The interval shown is the primary's level
+   (97.5 % at the default 5 %); criterion.rs likewise calls a change only when its interval clears its noise
+   threshold (a fixed 1 % by default, not a measured spread);
+2. the change is larger than the measured noise: twice the standard deviation of one start's value.
 
 Only the primary can make a comparison ``better``; any other judged metric can only veto it (``worse``).
-``same`` means the primary's confidence interval lies inside ± its tolerance (an equivalence test) and the
-start's drift is inside it too; otherwise, without a claim, it is ``cannot tell`` — with the noise and about how
-many repeats a side would decide it.
+``same`` is an equivalence test (TOST: two one-sided tests at 5 % each, i.e. the 90 % interval of the change
+inside ± the tolerance; D. J. Schuirmann, J. Pharmacokinet. Biopharm. 15, 1987 — the 90 % interval the FDA's
+bioequivalence guidance uses); otherwise, without a claim, it is ``cannot tell`` — with the noise and how many
+engine starts a side would decide it with 80 % power (``starts_to_decide``).
 
 Example::
 
-    answers = judge([Question(before=(30.1, 30.4), after=(18.2, 18.9), higher_is_better=True,
+    answers = judge([Question(before=(30.1, 30.4, 29.8), after=(18.2, 18.9, 18.4), higher_is_better=True,
                               tolerance_percent=5, primary=True)], false_claim_rate=0.05)
     answers[0].verdict                                   # 'worse (regression)'
 """
@@ -32,13 +41,18 @@ from dataclasses import dataclass
 
 from rigforge.updates.significance import Welch, holm, t_quantile, welch_log
 
-__all__ = ["BETTER", "CANNOT_TELL", "SAME", "VERDICTS", "WORSE", "Answer", "Question", "judge", "overall"]
+__all__ = ["BETTER", "CANNOT_TELL", "EQUIVALENCE_INTERVAL", "POWER", "SAME", "VERDICTS", "WORSE", "Answer",
+           "Question", "judge", "overall", "starts_to_decide"]
 
 BETTER, WORSE, SAME, CANNOT_TELL = "better", "worse (regression)", "same", "cannot tell"
 VERDICTS = (BETTER, WORSE, SAME, CANNOT_TELL)
-#: More repeats than this a side are not proposed: the noise, not the count, is then what to fix.
-MOST_REPEATS = 30
-#: How many standard deviations of one repeat a change must exceed (criterion.rs's noise threshold, measured).
+#: ``same``: the change's 90 % interval inside ± the tolerance (TOST at 5 % a side, Schuirmann 1987).
+EQUIVALENCE_INTERVAL = 0.90
+#: The chance of a verdict that ``starts_to_decide`` sizes the starts for.
+POWER = 0.80
+#: More starts than this a side are not proposed: the noise, not the count, is then what to fix.
+MOST_STARTS = 30
+#: How many standard deviations of one start's value a change must exceed.
 NOISE_SPREADS = 2.0
 
 
@@ -46,11 +60,10 @@ NOISE_SPREADS = 2.0
 class Question:
     """One (cell, metric) to judge.
 
-    + before / after: the per-repeat values (before: the start's runs pooled)
+    + before / after: one value per engine start (the geometric mean of that start's repeats)
     + higher_is_better: tok/s yes, milliseconds no
     + tolerance_percent: the profile's tolerance for it
     + primary: the profile's primary metric and cell
-    + drift_percent: how far the start moved between its runs (signed, after vs first), None if measured once
     """
 
     before: tuple[float, ...]
@@ -58,7 +71,6 @@ class Question:
     higher_is_better: bool
     tolerance_percent: float
     primary: bool = False
-    drift_percent: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,71 +79,132 @@ class Answer:
 
     verdict: str
     change_percent: float | None  # after vs before, ratio of geometric means, signed
-    p_value: float | None
+    p_value: float | None  # of "the change lies within the tolerance" (the test that decides a claim)
     noise_percent: float | None  # the noise a claim must exceed
-    interval_percent: tuple[float, float] | None  # the change's confidence interval at the level used
-    repeats_to_decide: int | None  # repeats a side that would likely decide a "cannot tell"; None: none would
+    interval_percent: tuple[float, float] | None  # the change's interval at interval_level
+    starts_to_decide: int | None  # engine starts a side that would likely decide a "cannot tell"; None: none would
     why: str
+    interval_level: float | None = None  # 0.975: the two-sided 97.5 % interval
+
+    @property
+    def repeats_to_decide(self) -> int | None:
+        """The older name of ``starts_to_decide``."""
+        return self.starts_to_decide
 
 
-def noise_percent(test: Welch, drift_percent: float | None) -> float:
-    """The noise a claim must exceed: NOISE_SPREADS spreads of one repeat, or the start's drift if larger."""
-    spread = math.expm1(NOISE_SPREADS * test.sd) * 100.0
-    return max(spread, abs(drift_percent or 0.0))
+def starts_to_decide(change_percent: float, start_spread_percent: float, tolerance_percent: float,
+                     claim_rate: float, power: float = POWER) -> int | None:
+    """Engine starts a side that give a verdict with chance ``power`` if the true change and the start-to-start
+    spread are the ones given; None when no count up to MOST_STARTS would (or the change sits inside the noise).
 
+    Past the tolerance the goal is a claim: the ``1 - claim_rate`` interval past the tolerance; inside it, ``same``:
+    the 90 % interval inside ± the tolerance. The normal-theory sample size with t quantiles at 2n - 2 degrees of
+    freedom (at a change of exactly zero, ``same`` needs both one-sided tests to pass: the power's quantile is
+    taken at half its miss rate; S.-C. Chow, J. Shao, H. Wang, Sample Size Calculations in Clinical Research, 3.2).
 
-def repeats_to_decide(test: Welch, tolerance_percent: float, noise: float, level: float) -> int | None:
-    """About how many repeats a side would give a verdict at today's spread (None: no count would)."""
-    change, tolerance = abs(test.log_change), math.log1p(tolerance_percent / 100.0)
-    if change > tolerance and abs(test.change_percent) <= noise:
-        return None  # a change inside the noise: more repeats do not make the noise smaller
-    margin = tolerance - change if change < tolerance else change
-    if test.sd == 0.0:
-        return max(test.repeats)
-    for repeats in range(2, MOST_REPEATS + 1):
-        if t_quantile(level, 2 * repeats - 2) * test.sd * math.sqrt(2.0 / repeats) < margin:
-            return max(repeats, max(test.repeats) + 1)
+    + change_percent: the change to size for (e.g. the one measured), signed
+    + start_spread_percent: standard deviation of one start's value, in % (e.g. 2.3)
+    + tolerance_percent: the profile's tolerance for the metric
+    + claim_rate: the false-claim rate the claim is tested at (the primary's share: 0.025 by default)
+    + power: the chance of a verdict the count is sized for
+
+    >>> starts_to_decide(20.0, 2.3, 5.0, 0.025), starts_to_decide(0.0, 2.0, 5.0, 0.025)
+    (3, 4)
+    >>> starts_to_decide(6.0, 4.0, 5.0, 0.025) is None      # 1 % past the tolerance at 4 % spread: > 30 starts
+    True
+    """
+    change, sd = math.log1p(change_percent / 100.0), math.log1p(start_spread_percent / 100.0)
+    up, down = math.log1p(tolerance_percent / 100.0), _down_margin(tolerance_percent)
+    margin = up if change >= 0 else down
+    if abs(change) > margin:
+        if abs(change) <= NOISE_SPREADS * sd:
+            return None  # more starts do not make the noise itself smaller
+        room, level, miss = abs(change) - margin, claim_rate, 1.0 - power
+    else:
+        room, level = min(up - change, down + change), 1.0 - EQUIVALENCE_INTERVAL
+        miss = (1.0 - power) / 2.0 if change == 0.0 else 1.0 - power
+    if sd == 0.0:
+        return 2
+    for starts in range(2, MOST_STARTS + 1):
+        df = 2 * starts - 2
+        if (t_quantile(level, df) + t_quantile(2.0 * miss, df)) * sd * math.sqrt(2.0 / starts) <= room:
+            return starts
     return None
 
 
-def _answer(question: Question, test: Welch | None, significant: bool, level: float) -> Answer:
-    if test is None:
-        return Answer(CANNOT_TELL, None, None, None, None, 2, "fewer than two repeats on a side: no spread")
+def _down_margin(tolerance_percent: float) -> float:
+    """The tolerance of a drop in log units (a drop of 100 % or more cannot happen: infinite)."""
+    return -math.log1p(-tolerance_percent / 100.0) if tolerance_percent < 100.0 else math.inf
+
+
+def refusal(question: Question) -> str | None:
+    """Why the question cannot be tested at all, None if it can."""
+    values = (*question.before, *question.after)
+    if not all(math.isfinite(value) for value in values):
+        return "a value that is not a number (NaN or infinite) on a side: not judged"
+    if min(values, default=0.0) <= 0.0:
+        return "a value of zero or less on a side: no ratio to judge"
+    counts = (len(question.before), len(question.after))
+    if min(counts) < 2:
+        where = "a side" if counts == (1, 1) else ("before" if counts[0] < 2 else "after")
+        return (f"one engine start {where} ({counts[0]} before, {counts[1]} after): the start-to-start noise is "
+                "unmeasured; at least 2 starts a side measure it")
+    for side, name in ((question.before, "before"), (question.after, "after")):
+        if max(side) == min(side):
+            return f"the {name} side's {len(side)} starts are identical: no start-to-start spread was measured"
+    return None
+
+
+def _margin(test: Welch, tolerance_percent: float) -> float:
+    return math.log1p(tolerance_percent / 100.0) if test.log_change >= 0 else _down_margin(tolerance_percent)
+
+
+def _interval(interval: tuple[float, float], level: float) -> str:
+    return f"{level * 100:g} % interval {interval[0]:+.1f} … {interval[1]:+.1f} %"
+
+
+def _answer(question: Question, test: Welch | None, p_beyond: float | None, significant: bool,
+            share: float) -> Answer:
+    refused = refusal(question)
+    if test is None or p_beyond is None or refused:
+        return Answer(CANNOT_TELL, None if test is None else test.change_percent, None, None, None, None,
+                      refused or "no test")
     sign = -1.0 if question.higher_is_better else 1.0
-    worse = sign * test.change_percent
-    tolerance = question.tolerance_percent
-    noise = noise_percent(test, question.drift_percent)
-    interval = test.interval_percent(level)
-    low, high = sorted(sign * bound for bound in interval)
-    numbers = (test.change_percent, test.p_value, noise, interval)
-    # A start that moved more than the tolerance between its own runs says the machine changed during the run
-    # by more than the owner cares about: a recipe measured in between may have met any of those conditions, or
-    # others, so no claim either way (a real run: the start went 3.4 -> 21.2 tok/s as a neighbour's load ended,
-    # and a slower recipe measured after it read +834 %).
-    drifted = abs(question.drift_percent or 0.0) > tolerance
-    if significant and abs(worse) > tolerance and abs(worse) > noise and not drifted:
-        why = f"p = {test.p_value:.2g}, beyond tolerance {tolerance:g} % and noise ±{noise:.1f} %"
-        return Answer(WORSE if worse > 0 else BETTER, *numbers, None, why)
-    if -tolerance < low and high < tolerance and not drifted:
-        return Answer(SAME, *numbers, None,
-                      f"within ±{tolerance:g} % (interval {interval[0]:+.1f} … {interval[1]:+.1f} %)")
-    needed = None if drifted else repeats_to_decide(test, tolerance, noise, level)
-    if drifted:
-        why = (f"the start itself drifted {question.drift_percent:+.1f} %, beyond tolerance {tolerance:g} %: the "
-               "machine changed during the run")
-    elif not significant:
-        why = f"not significant (p = {test.p_value:.2g}), noise ±{noise:.1f} %"
+    worse, tolerance = sign * test.change_percent, question.tolerance_percent
+    noise = math.expm1(NOISE_SPREADS * test.sd) * 100.0
+    claimed = test.interval_percent(share)
+    low, high = sorted(sign * bound for bound in claimed)
+    starts = f"{test.repeats[0]} vs {test.repeats[1]} starts"
+    if significant and (low > tolerance or high < -tolerance) and abs(worse) > noise:
+        why = (f"{_interval(claimed, 1 - share)} past tolerance {tolerance:g} % and noise ±{noise:.1f} % "
+               f"(p = {p_beyond:.2g}, {starts})")
+        return Answer(WORSE if worse > 0 else BETTER, test.change_percent, p_beyond, noise, claimed, None, why,
+                      1 - share)
+    equivalence = test.interval_percent(1.0 - EQUIVALENCE_INTERVAL)
+    if -tolerance < equivalence[0] and equivalence[1] < tolerance:
+        return Answer(SAME, test.change_percent, p_beyond, noise, equivalence, None,
+                      f"within ±{tolerance:g} % ({_interval(equivalence, EQUIVALENCE_INTERVAL)}, {starts})",
+                      EQUIVALENCE_INTERVAL)
+    past = abs(worse) > tolerance
+    shown, level = (claimed, 1 - share) if past else (equivalence, EQUIVALENCE_INTERVAL)
+    needed = starts_to_decide(test.change_percent, math.expm1(test.sd) * 100.0, tolerance, share)
+    if needed is not None:
+        needed = max(needed, max(test.repeats) + 1)
+    if past and abs(worse) <= noise:
+        why = f"past tolerance {tolerance:g} % but inside the noise ±{noise:.1f} %"
+    elif past and (low > tolerance or high < -tolerance):
+        why = f"{_interval(claimed, level)} clears tolerance {tolerance:g} % alone, not after Holm (p = {p_beyond:.2g})"
+    elif past:
+        why = f"{_interval(claimed, level)} reaches inside tolerance {tolerance:g} %"
     else:
-        why = f"significant but within tolerance {tolerance:g} % or noise ±{noise:.1f} %"
-    if drifted:
-        more = "; a steadier machine would decide, not more repeats"
-    elif needed:
-        more = f"; about {needed} repeats a side would decide"
-    elif abs(worse) > tolerance:
-        more = "; more repeats would not decide: the change is inside the noise"
+        why = f"{_interval(equivalence, level)} reaches past ±{tolerance:g} %"
+    if needed:
+        more = f"; about {needed} engine starts a side would decide ({POWER * 100:g} % power, noise ±{noise:.1f} %)"
+    elif past and abs(worse) <= noise:
+        more = "; more starts would not decide: the change is inside the noise"
     else:
-        more = f"; more than {MOST_REPEATS} repeats a side would be needed at this noise"
-    return Answer(CANNOT_TELL, *numbers, needed, why + more)
+        more = f"; more than {MOST_STARTS} engine starts a side would be needed at noise ±{noise:.1f} %"
+    return Answer(CANNOT_TELL, test.change_percent, p_beyond, noise, shown, needed, f"{why} ({starts}){more}", level)
 
 
 def judge(questions: Sequence[Question], false_claim_rate: float) -> list[Answer]:
@@ -140,18 +213,19 @@ def judge(questions: Sequence[Question], false_claim_rate: float) -> list[Answer
     + questions: every judged (cell, metric), at most one of them primary
     + false_claim_rate: the chance of any false better/worse claim in this comparison (bench.verdicts)
     """
-    tests = [welch_log(question.before, question.after) for question in questions]
+    tests = [None if refusal(question) else welch_log(question.before, question.after) for question in questions]
+    p_beyond = [None if test is None else test.p_beyond(_margin(test, question.tolerance_percent))
+                for question, test in zip(questions, tests, strict=True)]
     primary = [index for index, question in enumerate(questions) if question.primary]
     others = [index for index, question in enumerate(questions) if not question.primary]
     share = false_claim_rate / 2.0 if primary and others else false_claim_rate
     significant = [False] * len(questions)
     for group in (primary, others):
-        testable = [index for index in group if tests[index] is not None]
-        p_values = [tests[index].p_value for index in testable]  # type: ignore[union-attr]
-        for index, passed in zip(testable, holm(p_values, share), strict=True):
+        testable = [index for index in group if p_beyond[index] is not None]  # Holm sees finite p-values only
+        for index, passed in zip(testable, holm([p_beyond[index] or 0.0 for index in testable], share), strict=True):
             significant[index] = passed
-    return [_answer(question, test, passed, share)
-            for question, test, passed in zip(questions, tests, significant, strict=True)]
+    return [_answer(question, test, p, passed, share)
+            for question, test, p, passed in zip(questions, tests, p_beyond, significant, strict=True)]
 
 
 def overall(answers: Sequence[Answer], primary: int | None) -> tuple[str, int | None]:
