@@ -46,13 +46,14 @@ def _fmt(value: float | None) -> str:
 
 
 def measured_value(result: Mapping[str, Any] | None, name: str, key: Key) -> float | None:
-    """The median over repeats of one metric in one cell of a result (None: not measured or failed)."""
+    """One start's value of one metric in one cell (the geometric mean of its repeats; None: not measured or
+    failed)."""
     cell = _cell(result or {}, key)
     return cell_value(cell, metric(name)) if cell else None
 
 
 def over_starts(results: Sequence[Mapping[str, Any]], name: str, key: Key) -> float | None:
-    """The median over engine starts of each start's median over its repeats (None: no start measured it)."""
+    """The median over engine starts of each start's value (None: no start measured it)."""
     values = [value for value in (measured_value(result, name, key) for result in results) if value is not None]
     return statistics.median(values) if values else None
 

@@ -164,8 +164,8 @@ def starts_lines(report: Report) -> list[str]:
 
 
 def report_table(report: Report) -> list[str]:
-    """Recipes × cells (decode tok/s per user / output tok/s, the median of the starts' medians over their
-    repeats) and each one's verdict."""
+    """Recipes × cells (decode tok/s per user / output tok/s, the median over a recipe's starts of each start's
+    value) and each one's verdict."""
     heads = [where(key) for key in report.cells]
     lines = ["| recipe | " + " | ".join(heads) + " | verdict against " + report.start + " |",
              "|---|" + "---|" * len(heads) + "---|"]
@@ -221,11 +221,12 @@ def claims_table(report: Report) -> list[str]:
 def report_markdown(report: Report, host: str, stamp: str) -> str:
     """The whole report: the table, the claims, the disqualified ones with why, the best recipe."""
     lines = [f"# Recipe experiment on {host}, {stamp}", "", f"Started on **{report.start}**; each recipe measured "
-             "in its own engine starts (interleaved rounds), the median of the starts' medians over their repeats, "
-             "decode tok/s per user / output tok/s. Verdicts (docs/bench.md#verdicts) compare one value per start: "
-             f"better only on the primary metric ({report.primary or 'none declared'}), significant across the starts, "
-             "beyond its tolerance and the noise; worse (regression) on any judged metric the same way; same when "
-             "the primary is surely inside its tolerance; cannot tell otherwise.", ""]
+             "in its own engine starts (interleaved rounds), the median over its starts of each start's value (the "
+             "geometric mean of its repeats), decode tok/s per user / output tok/s. Verdicts "
+             "(docs/bench.md#verdicts) compare one value per start: better only on the primary metric "
+             f"({report.primary or 'none declared'}), significant across the starts, beyond its tolerance and the "
+             "noise; worse (regression) on any judged metric the same way; same when the primary is surely inside its "
+             "tolerance; cannot tell otherwise.", ""]
     lines += report_table(report)
     if report.per_start:
         lines += ["", "## Engine starts", ""] + starts_lines(report)
