@@ -19,9 +19,12 @@ def spread(results: Sequence[Mapping[str, Any] | None], name: str, key: Key, mid
     >>> from rigforge.bench.config import COMPLETIONS
     >>> spread([run], "output_tps", (COMPLETIONS, 1, 128), 10.0)
     (1.0, 2.0)
+    >>> spread([run], "output_tps", (COMPLETIONS, 1, 128), 12.5)
+    (3.5, 0.0)
     """
     values = [value for result in results for value in repeats_of(result, name, key)]
-    return (middle - min(values), max(values) - middle) if values else (0.0, 0.0)
+    # max(0, …): the middle is a geometric mean, which can sit a rounding error past its only repeat.
+    return (max(0.0, middle - min(values)), max(0.0, max(values) - middle)) if values else (0.0, 0.0)
 
 
 def render_report_plot(report: Report, png: Path, title: str) -> Path:

@@ -116,8 +116,8 @@ def apart_line(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str
     (memory and link training, clocks, where the driver placed its buffers) is not measured and would read as the
     driver's.
 
-    >>> apart_line([{"finished": "2026-11-23T04:00:00+00:00"}] * 3, [{"started": "2026-11-23T04:14:30+00:00"}] * 3)[:62]
-    '3 engine starts before and 3 after, 14.5 min apart, with the dr'
+    >>> apart_line([{"finished": "2026-11-23T04:00:00+00:00"}] * 3, [{"started": "2026-11-23T04:14:30+00:00"}] * 3)[:50]
+    '3 engine starts before and 3 after, 14.5 min apart'
     """
     finished, started = finished_at(before[-1]), finished_at(after[0], "started")
     gap = f"{(started - finished).total_seconds() / 60:.1f} min" if finished and started else "an unknown time"
