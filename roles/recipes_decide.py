@@ -128,12 +128,13 @@ def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
         return []
     names = [report.start, *(verdict.recipe for verdict in undecided)]
     have = len(tournament.trials[report.start].starts)
-    wanted = max(verdict.starts_to_decide or 0 for verdict in undecided) - have
+    # At least one more round: a verdict sized at this many starts may still be short of them.
+    wanted = max(1, max(verdict.starts_to_decide or 0 for verdict in undecided) - have)
     per_round = tournament.start_seconds * len(names)
     affordable = int(budget // per_round) if per_round else 0
     said = (f"{', '.join(names[1:])}: about {wanted + have} starts a side would decide; a round of {len(names)} "
             f"starts costs about {minutes(per_round)} here")
-    if wanted < 1 or affordable < 1:
+    if affordable < 1:
         return [f"{said}, more than the {budget:.0f} s budget (bench.verdicts.decide_budget_s)"]
     began, rounds = time.monotonic(), 0
     for order in round_orders(names, min(wanted, affordable) + 1, f"{seed}-more")[1:]:
