@@ -1,21 +1,31 @@
-"""Seeded synthetic bench results with a profile's own cells, metrics and repeats, for calibrating verdicts.
+"""Seeded synthetic bench sides with a profile's own cells, metrics, repeats and engine starts, for calibrating
+verdicts.
 
-SYNTHETIC, labelled as such: each repeat's value of each metric is log-normal around a fixed level with the
-given relative noise (the model Welch's test on log values assumes); a shift multiplies every judged metric of the
-"after" side in its better direction. Real runs also drift and have slow repeats: the e2e A/A tournaments on a
-sandbox host (measurements/recipes_aa.py) test that part.
+SYNTHETIC, labelled as such: every engine start draws one **offset** (log-normal, sd ``offset``) that moves
+every metric of every cell of that start the same way (a slow start is slower everywhere: lower tok/s, higher
+ms), and every repeat inside the start adds its own log-normal **noise** (sd ``noise``) per metric. A shift
+multiplies every judged metric of the "after" side in its better direction (negative: worse). The sandbox e2e
+tournaments with a random CPU quota per engine start test the same thing on real starts.
+
+Two designs, as run:
+
+- ``tournament``: the starting recipe's k starts against two recipes identical to it (k starts each; the A/A
+  tournament of docs/recipes.md). Without a true gain the rate is counted per tournament: a claim for either
+  recipe is a false one (keep=best would move the rig); with one, per recipe (the chance a better one is found).
+- ``driver update``: k starts before against k starts after, one comparison.
 
 Example::
 
-    rates = claim_rates(load_profile("4x-threadripper"), noise=0.02, shift=0.2, draws=1000, seed=7)
+    rates = claim_rates(load_profile("4x-threadripper"), noise=0.02, offset=0.05, shift=0.2, draws=1000, seed=7,
+                        starts=3)
     rates.better                      # share of draws judged better
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,28 +35,9 @@ from rigforge.updates.comparison import METRICS, RegressionPolicy
 from rigforge.updates.verdict import BETTER, WORSE, Question, judge, overall
 
 LEVEL = 100.0
-
-
-def synthetic_result(profile: Profile, rng: random.Random, noise: float, shift: float = 0.0) -> dict[str, Any]:
-    """One bench result of the profile's completion grid: ``bench.repeats`` repeats per cell, each metric
-    log-normal with sd ``noise`` around LEVEL, moved ``shift`` (0.2: 20 %) in its better direction."""
-    cells = []
-    for concurrency in profile.bench.concurrency:
-        for input_tokens in profile.bench.input_tokens:
-            repeats = []
-            for _ in range(profile.bench.repeats):
-                block: dict[str, Any] = {}
-                for metric in METRICS:
-                    factor = (1 + shift) if metric.higher_is_better else 1 / (1 + shift)
-                    value = LEVEL * factor * math.exp(rng.gauss(0.0, noise))
-                    if metric.stat is None:
-                        block[metric.key] = value
-                    else:
-                        block.setdefault(metric.key, {})[metric.stat] = value
-                repeats.append(block)
-            cells.append({"concurrency": concurrency, "input_tokens": input_tokens, "status": "ok",
-                          "repeats": repeats, "metrics": repeats[0]})
-    return {"cells": cells, "metadata": {}}
+TOURNAMENT, DRIVER_UPDATE = "tournament", "driver update"
+#: Identical recipes a synthetic A/A tournament holds beside its start.
+TOURNAMENT_RECIPES = 2
 
 
 @dataclass(frozen=True)
@@ -63,48 +54,110 @@ class Rates:
         return self.better + self.worse
 
 
-def _repeats(rng: random.Random, count: int, noise: float, factor: float = 1.0) -> tuple[float, ...]:
-    return tuple(LEVEL * factor * math.exp(rng.gauss(0.0, noise)) for _ in range(count))
+@dataclass(frozen=True)
+class Judged:
+    """One judged (cell, metric) of the profile's grid."""
+
+    concurrency: int
+    input_tokens: int
+    higher_is_better: bool
+    tolerance: float
+    primary: bool
+    metric_index: int
 
 
-def profile_questions(profile: Profile, rng: random.Random, noise: float, shift: float,
-                      start_again: bool) -> list[Question]:
-    """The questions a comparison of the profile's grid asks (every cell and metric a tolerance rule judges),
-    answered by synthetic repeats: what ``compare`` builds from two such results, without the result files."""
+def judged_grid(profile: Profile) -> list[Judged]:
+    """Every (cell, metric) of the profile's completion grid a tolerance rule judges."""
     policy = RegressionPolicy.from_profile(profile)
-    repeats = profile.bench.repeats
-    questions = []
+    grid = []
     for concurrency in profile.bench.concurrency:
         for input_tokens in profile.bench.input_tokens:
-            for metric in METRICS:
+            for index, metric in enumerate(METRICS):
                 tolerance = policy.tolerance(metric.name, concurrency, input_tokens)
-                if tolerance is None:
-                    continue
-                first = _repeats(rng, repeats, noise)
-                again = _repeats(rng, repeats, noise) if start_again else ()
-                drift = (statistics.median(again) / statistics.median(first) - 1) * 100 if again else None
-                factor = (1 + shift) if metric.higher_is_better else 1 / (1 + shift)
-                primary = policy.primary is not None and policy.primary.names(
-                    (COMPLETIONS, concurrency, input_tokens), metric.name)
-                questions.append(Question(first + again, _repeats(rng, repeats, noise, factor),
-                                          metric.higher_is_better, tolerance, primary, drift))
-    return questions
+                if tolerance is not None:
+                    primary = policy.primary is not None and policy.primary.names(
+                        (COMPLETIONS, concurrency, input_tokens), metric.name)
+                    grid.append(Judged(concurrency, input_tokens, metric.higher_is_better, tolerance, primary, index))
+    return grid
 
 
-def claim_rates(profile: Profile, noise: float, shift: float, draws: int, seed: int,
-                start_again: bool = True) -> Rates:
+def _start_values(rng: random.Random, grid: list[Judged], repeats: int, noise: float, offset: float,
+                  shift: float) -> list[float]:
+    """One start's value (geometric mean of its repeats) of every judged (cell, metric)."""
+    start = rng.gauss(0.0, offset)
+    values = []
+    for item in grid:
+        direction = 1.0 if item.higher_is_better else -1.0
+        inside = sum(rng.gauss(0.0, noise) for _ in range(repeats)) / repeats
+        values.append(LEVEL * math.exp(direction * (math.log1p(shift) - start) + inside))
+    return values
+
+
+def side(rng: random.Random, grid: list[Judged], starts: int, repeats: int, noise: float, offset: float,
+         shift: float = 0.0) -> list[tuple[float, ...]]:
+    """``starts`` engine starts of one side: per judged (cell, metric), its start values."""
+    drawn = [_start_values(rng, grid, repeats, noise, offset, shift) for _ in range(starts)]
+    return [tuple(start[position] for start in drawn) for position in range(len(grid))]
+
+
+def questions(grid: list[Judged], before: list[tuple[float, ...]], after: list[tuple[float, ...]]) -> list[Question]:
+    return [Question(old, new, item.higher_is_better, item.tolerance, item.primary)
+            for item, old, new in zip(grid, before, after, strict=True)]
+
+
+def _verdict(grid: list[Judged], before: list[tuple[float, ...]], after: list[tuple[float, ...]],
+             rate: float) -> str:
+    asked = questions(grid, before, after)
+    primary = next((index for index, question in enumerate(asked) if question.primary), None)
+    return overall(judge(asked, rate), primary)[0]
+
+
+def claim_rates(profile: Profile, noise: float, offset: float, shift: float, draws: int, seed: int, starts: int,
+                design: str = DRIVER_UPDATE) -> Rates:
     """How often a comparison of the profile's grid says better / worse.
 
     + noise: relative sd of one repeat (0.02: GPU-like, 0.30: a loaded 2-core sandbox)
-    + shift: the true change of the "after" side (0: an A/A test)
-    + start_again: the start measured twice and pooled, as the recipe tournament does (False: a driver update)
+    + offset: relative sd of one engine start's own speed (0.15: the autotuner spread of rig-facts §8.4)
+    + shift: the true change of the "after" side (0: an A/A test; -0.049: 4.9 % worse)
+    + starts: engine starts a side (the profile's ``bench.verdicts.starts``)
+    + design: TOURNAMENT (a start and two identical recipes, any claim counts) or DRIVER_UPDATE
     """
-    rng = random.Random(seed)
-    better = worse = 0
+    rng, grid = random.Random(seed), judged_grid(profile)
+    rate = RegressionPolicy.from_profile(profile).false_claim_rate
+    draw = functools.partial(side, rng, grid, starts, profile.bench.repeats, noise, offset)
+    better = worse = 0.0
     for _ in range(draws):
-        questions = profile_questions(profile, rng, noise, shift, start_again)
-        primary = next((index for index, question in enumerate(questions) if question.primary), None)
-        verdict, _ = overall(judge(questions, RegressionPolicy.from_profile(profile).false_claim_rate), primary)
-        better += verdict == BETTER
-        worse += verdict == WORSE
+        before = draw(0.0)
+        sides = [draw(shift) for _ in range(TOURNAMENT_RECIPES if design == TOURNAMENT else 1)]
+        verdicts = [_verdict(grid, before, after, rate) for after in sides]
+        if shift > 0:  # a real gain: each recipe's own finding counts (the chance a better recipe is found)
+            better += verdicts.count(BETTER) / len(verdicts)
+            worse += verdicts.count(WORSE) / len(verdicts)
+        else:  # no gain: any claim in the tournament is false (keep=best or a rollback would act on it)
+            better += BETTER in verdicts
+            worse += WORSE in verdicts
     return Rates(better / draws, worse / draws, draws)
+
+
+def synthetic_result(profile: Profile, rng: random.Random, noise: float, offset: float = 0.0,
+                     shift: float = 0.0) -> dict[str, Any]:
+    """One engine start's bench result of the profile's completion grid: ``bench.repeats`` repeats per cell, every
+    metric log-normal with sd ``noise`` around LEVEL, the whole start moved by one offset of sd ``offset``."""
+    start = rng.gauss(0.0, offset)
+    cells = []
+    for concurrency in profile.bench.concurrency:
+        for input_tokens in profile.bench.input_tokens:
+            repeats = []
+            for _ in range(profile.bench.repeats):
+                block: dict[str, Any] = {}
+                for metric in METRICS:
+                    direction = 1.0 if metric.higher_is_better else -1.0
+                    value = LEVEL * math.exp(direction * (math.log1p(shift) - start) + rng.gauss(0.0, noise))
+                    if metric.stat is None:
+                        block[metric.key] = value
+                    else:
+                        block.setdefault(metric.key, {})[metric.stat] = value
+                repeats.append(block)
+            cells.append({"concurrency": concurrency, "input_tokens": input_tokens, "status": "ok",
+                          "repeats": repeats, "metrics": repeats[0]})
+    return {"cells": cells, "metadata": {}}
