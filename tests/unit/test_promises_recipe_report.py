@@ -1,8 +1,9 @@
 """Promise: a recipe experiment's report ranks only recipes that measured cleanly, keeps as best only a recipe
 judged better on the profile's primary metric (the others can only veto), claims nothing against a start that was
 not measured or measured in one engine start, and says why each disqualified one was (rigforge/recipes/report.py,
-cells.py). The bench results are constructed (three engine starts a recipe, ±0.5 % apart, each of three repeats per
-cell, numbers chosen to land each verdict); the same report on recorded sandbox runs: tests/unit/test_recipes.py.
+cells.py). The bench results are constructed (a side: one result per engine start, tests/unit/
+test_promises_comparison.py's helpers; numbers chosen to land each verdict); the same report on recorded sandbox
+runs: tests/unit/test_recipes.py.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from rigforge.recipes.report import (
     wrong_output,
 )
 from rigforge.updates.comparison import Primary, RegressionPolicy, Tolerance
-from tests.unit.test_promises_comparison import TIGHT, cell, result, scaled
+from tests.unit.test_promises_comparison import TIGHT, cell, repeat, result, scaled
 
 CHAT_KIND = CellKind("chat")
 #: Decode may get 5 % worse anywhere; the primary: decode at C=1 in=128.
@@ -47,24 +48,23 @@ CLAIM_ELSEWHERE = {"metric": "output_tps", "value": 100, "concurrency": 2, "inpu
 BROKE = "did not come up: known failure x (fail): it broke; fix: do y (journal: the line)"
 
 
-def measured(c1: float, c2: float, *more: dict[str, Any], status: str = "ok") -> dict[str, Any]:
+def measured(c1: float, c2: float, *more: dict[str, Any], status: str = "ok") -> list[dict[str, Any]]:
     """A result with C=1 in=128 (the primary) at ``c1`` and C=2 in=128 at ``c2`` times the start, ±0.1 % repeats."""
     return result(cell(1, 128, scaled(TIGHT, c1)), cell(2, 128, scaled(TIGHT, 2 / 3 * c2), status=status), *more)
 
 
-#: Three engine starts of a recipe, each its own speed: ±0.5 % apart.
-STARTS = (1.0, 1.005, 0.995)
+def side_trial(name: str, side: list[dict[str, Any]], disqualified: str = "", **fields: Any) -> Trial:
+    """A recipe measured in the engine starts of ``side`` (one result each)."""
+    return Trial(name, "d", "s", side[0], fields.pop("run_dir", f"results/h/{name}"), disqualified,
+                 later=tuple(side[1:]), **fields)
 
 
 def started(name: str, c1: float, c2: float, chat: bool = True, status: str = "ok", **fields: Any) -> Trial:
-    """A recipe measured in three engine starts (``measured`` at c1, c2 times each start's speed)."""
-    first, *later = [measured(c1 * speed, c2 * speed, *([cell(1, 128, scaled(TIGHT, 5 / 3 * speed),
-                                                               endpoint="chat")] if chat else []), status=status)
-                     for speed in STARTS]
-    return Trial(name, "d", "s", first, fields.pop("run_dir", f"results/h/{name}"), later=tuple(later), **fields)
+    """A recipe measured in three engine starts ±0.1 % apart (``measured`` at c1, c2)."""
+    return side_trial(name, measured(c1, c2, *([CHAT] if chat else []), status=status), **fields)
 
 
-START_RESULT = measured(1.0, 1.0, CHAT)
+START_RESULT = measured(1.0, 1.0, CHAT)[0]  # one start's result
 TRIALS = [
     started("default", 1.0, 1.0, run_dir="results/h/1", claims=(CLAIM, CLAIM_ELSEWHERE), image="rigforge/vllm:aa",
             image_git_refs={"VLLM_REF": {"ref": "v1", "commit": "c" * 8}}),
@@ -97,8 +97,8 @@ def test_only_the_primary_makes_a_recipe_better_and_the_best_is_the_best_primary
     assert report.best == "faster" and report.primary == "decode C=1 in=128"
     fast = report.verdicts[1]
     assert fast.primary == pytest.approx(33.0) and fast.decode_c1 == pytest.approx(33.0)
-    assert fast.detail.startswith("decode C=1 in=128: 30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +8.4 … +11.6 % "
-                                  "past tolerance 5 % and noise ±1.0 % (p = ")
+    assert fast.detail.startswith("decode C=1 in=128: 30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % "
+                                  "past tolerance 5 % and noise ±0.2 % (p = ")
     assert fast.detail.endswith(", 3 vs 3 starts))")
     assert report.passed == ("default", "fast", "faster", "elsewhere", "vetoed", "lost")
 
@@ -107,8 +107,7 @@ def test_for_a_lower_is_better_primary_the_best_is_the_lowest() -> None:
     policy = RegressionPolicy((Tolerance("ttft_p50_ms", 5.0),), Primary("ttft_p50_ms", 1, 128))
 
     def ttft(name: str, factor: float) -> Trial:
-        first, *later = [result(cell(1, 128, TIGHT, scaled(TIGHT, 10 * factor * speed))) for speed in STARTS]
-        return Trial(name, "d", "s", first, later=tuple(later))
+        return side_trial(name, result(cell(1, 128, TIGHT, scaled(TIGHT, 10 * factor))))
 
     trials = [ttft("default", 1.0), ttft("quick", 0.8), ttft("quicker", 0.6), ttft("slow", 1.3)]
     report = build_report(trials, "default", policy)
@@ -137,15 +136,16 @@ def test_without_a_primary_no_recipe_is_kept_as_best() -> None:
 
 @pytest.mark.parametrize(("status", "reason"), [("failed", "HTTP 500: engine died"), ("timeout", "no answer")])
 def test_a_failed_or_timed_out_cell_is_what_disqualifies(status: str, reason: str) -> None:
-    faster = measured(2.0, 2.0)
-    faster["cells"].append(cell(4, 128, TIGHT, status=status) | {"reason": reason})
+    faster = result(cell(1, 128, TIGHT), cell(4, 128, TIGHT, status=status))[0]
+    faster["cells"][-1]["reason"] = reason
     assert wrong_output(faster) == f"cell C=4 in=128 failed: {reason}"
     report = build_report([TRIALS[0], Trial("faster", "d", "s", faster, "r", wrong_output(faster))], "default", POLICY)
     assert verdicts(report)["faster"] == DISQUALIFIED and report.best is None
 
 
 def test_what_disqualifies_a_result_first_a_probe_then_a_check_then_a_cell() -> None:
-    failed_cell = result(cell(1, 1, TIGHT), cell(2, 2, TIGHT, status="failed") | {"reason": "r"})
+    failed_cell = result(cell(1, 1, TIGHT), cell(2, 2, TIGHT, status="failed"))[0]
+    failed_cell["cells"][1]["reason"] = "r"
     assert wrong_output(failed_cell) == "cell C=2 in=2 failed: r"
     checks = failed_cell | {"failed_checks": ["a", "b", "c", "d", "e"]}
     assert wrong_output(checks) == "failed checks: a, b, c, d"
@@ -176,14 +176,14 @@ def test_the_report_says_each_recipes_verdict_its_numbers_claims_images_and_the_
     lines = report_markdown(report, "rig-a", "20261126T1400Z").splitlines()
     assert lines[:len(REPORT_START)] == REPORT_START
     assert lines[7].startswith("| fast | 33.0 / 66.0 | 20.0 / 40.0 | 50.0 / 100.0 | better: decode C=1 in=128: "
-                               "30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +8.4 … +11.6 % past toleran")
+                               "30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % past toleran")
     assert lines[11] == ("| lost | 45.0 / 90.0 | – / – | – / – | worse (regression): decode C=2 in=128: 20.0 → – "
                          "tok/s (failed or missing after in 3 of 3 starts) |")
     assert lines[12] == "| broken | – / – | – / – | – / – | disqualified: did not come up: known failure x (fail): " \
                         "it broke |"
     assert lines[13:18] == ["", "## Engine starts", "", "- round 1: default fast",
-                            "- default: decode C=1 in=128 per start: 30.0, 30.1, 29.8"]
-    assert lines[22:27] == ["- lost: decode C=1 in=128 per start: 45.0, 45.2, 44.8", "",
+                            "- default: decode C=1 in=128 per start: 30.0, 30.0, 30.0"]
+    assert lines[22:27] == ["- lost: decode C=1 in=128 per start: 45.0, 45.0, 45.0", "",
                             "## More starts where a verdict could not tell", "",
                             "- fast: 1 more round (2 starts), 40 s"]
     del lines[13:27]
@@ -210,7 +210,7 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
         "primary": "decode C=1 in=128", "cells": ["C=1 in=128", "C=2 in=128", "C=1 in=128 (chat)"],
         "more_starts": ["x"], "rounds": rounds}
     default, fast, *_, broken = data["recipes"]
-    assert default.pop("primary_per_start") == pytest.approx([30.0, 30.15, 29.85])
+    assert default.pop("primary_per_start") == pytest.approx(TIGHT)
     assert rounded(default) == {
         "recipe": "default", "description": "d", "source": "s", "run_dir": "results/h/1", "disqualified": None,
         "claims": [CLAIM, CLAIM_ELSEWHERE], "image": "rigforge/vllm:aa",
@@ -228,32 +228,34 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
 
 
 def test_cannot_tell_carries_how_many_engine_starts_would_decide() -> None:
-    start = Trial("default", "d", "s", result(cell(1, 128, [29.0])), later=(result(cell(1, 128, [31.0])),))
-    maybe = Trial("maybe", "d", "s", result(cell(1, 128, [32.0])), later=(result(cell(1, 128, [34.1])),))
+    start = side_trial("default", result(cell(1, 128, [29.0, 31.0])))
+    maybe = side_trial("maybe", result(cell(1, 128, [32.0, 34.1])))
     verdict = build_report([start, maybe], "default", POLICY).verdicts[1]
     assert verdict.verdict == CANNOT_TELL and verdict.starts_to_decide is not None and verdict.starts_to_decide > 2
     assert f"about {verdict.starts_to_decide} engine starts a side would decide" in verdict.detail
 
 
 def test_one_start_a_side_cannot_tell_however_steady_its_repeats() -> None:
-    report = build_report([Trial("default", "d", "s", START_RESULT), Trial("x", "d", "s", measured(1.5, 1.5, CHAT))],
+    report = build_report([Trial("default", "d", "s", START_RESULT), Trial("x", "d", "s", measured(1.5, 1.5, CHAT)[0])],
                           "default", POLICY)
     assert report.verdicts[1].verdict == CANNOT_TELL and "one engine start" in report.verdicts[1].detail
 
 
 def test_the_decode_rate_shown_is_the_first_clean_completion_cell() -> None:
-    mixed = result(cell(2, 64, [9.0, 9.0]), cell(1, 512, [7.0, 7.0]), cell(1, 128, [8.0, 8.0], status="failed"),
-                   cell(1, 64, [50.0, 50.0], endpoint="chat"))
+    mixed = result(cell(2, 64, [9.0]), cell(1, 512, [7.0]), cell(1, 128, [8.0], status="failed"),
+                   cell(1, 64, [50.0], endpoint="chat"))[0]
     assert decode_c1(mixed) == pytest.approx(7.0)
-    assert decode_c1({}) is None and decode_c1(result(CHAT)) is None
+    assert decode_c1({}) is None and decode_c1(result(CHAT)[0]) is None
 
 
 def test_the_primary_is_read_from_its_own_completion_cell_only() -> None:
     assert primary_value([START_RESULT], POLICY) == pytest.approx(30.0) and primary_label(POLICY) == "decode C=1 in=128"
     assert primary_value(TRIALS[0].starts, POLICY) == pytest.approx(30.0)  # the median over its starts
-    assert primary_value([result(CHAT)], POLICY) is None and primary_value([], POLICY) is None
+    assert primary_value(result(CHAT), POLICY) is None and primary_value([], POLICY) is None
     assert primary_value([START_RESULT], RegressionPolicy()) is None and primary_label(RegressionPolicy()) == ""
-    assert repeats_of(START_RESULT, "decode_tps_per_user", (COMPLETIONS, 1, 128)) == TIGHT
+    repeated = {"cells": [{"concurrency": 1, "input_tokens": 128, "status": "ok",
+                           "repeats": [repeat(value) for value in TIGHT]}]}
+    assert repeats_of(repeated, "decode_tps_per_user", (COMPLETIONS, 1, 128)) == TIGHT
     assert repeats_of(None, "decode_tps_per_user", (COMPLETIONS, 1, 128)) == []
 
 
@@ -286,7 +288,7 @@ def test_a_table_cell_keeps_the_reason_without_its_fix_or_log_line_and_within_it
 
 
 def test_the_table_orders_cells_by_concurrency_then_prompt_and_keeps_table_syntax_out_of_reasons() -> None:
-    start = Trial("default", "d", "s", result(cell(2, 128, [20.0, 21.0]), cell(1, 512, [30.0, 31.0])), "r/1")
+    start = side_trial("default", result(cell(2, 128, [20.0, 21.0]), cell(1, 512, [30.0, 31.0])), run_dir="r/1")
     odd = Trial("odd", "d", "s", {"metadata": {}}, "r/2", "wrong output: probe_capital: 'A | B'")
     report = build_report([start, odd], "default", POLICY)
     assert [where(key) for key in report.cells] == ["C=1 in=512", "C=2 in=128"]
@@ -306,6 +308,6 @@ def test_a_report_without_a_primary_says_none_was_declared() -> None:
 
 
 def test_a_recipe_with_no_cell_in_common_with_the_start_has_no_judged_cell() -> None:
-    report = build_report([Trial("default", "d", "s", result()), Trial("empty", "d", "s", result())], "default",
+    report = build_report([Trial("default", "d", "s", result()[0]), Trial("empty", "d", "s", result()[0])], "default",
                           POLICY)
     assert report.verdicts[1].detail == "no judged cell to compare" and report.best is None
