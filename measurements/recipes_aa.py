@@ -21,19 +21,17 @@ the table of all tournaments and the rate of ``same`` among the identical recipe
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from rigforge.sandbox import down, exec_in, up  # noqa: E402
+from rigforge.sandbox.docker import file_lock  # noqa: E402
 from rigforge.sandbox.model import ensure_gemma  # noqa: E402
 from tests.e2e.conftest import inventory_source  # noqa: E402
 from tests.e2e.pyinfra_run import run_pyinfra  # noqa: E402
@@ -42,17 +40,6 @@ HOST = "recipeaa"
 SAME_AS_DEFAULT = {"description": "identical to default: no field changed, only the name (an A/A test)",
                    "source": "measurements/recipes_aa.py"}
 ONE_CELL = {"concurrency": [1], "cell_seconds": 3, "repeats": 2}
-
-
-@contextlib.contextmanager
-def holding(lock: Path) -> Iterator[None]:
-    """The shared e2e lock, held for the block (as ``flock`` holds it for a command)."""
-    with lock.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def starts_of(report: dict, name: str) -> int:
@@ -82,11 +69,11 @@ def main() -> int:
     names = ",".join(["default", *identical, "one-thread"])
     rows, verdicts_of_identical = [], []
     try:
-        with holding(args.lock):
+        with file_lock(args.lock):
             host = up([HOST], state).host(HOST)
             run_pyinfra(inventory, "deploys/serve.py", env=env)
         for number in range(1, args.tournaments + 1):
-            with holding(args.lock):
+            with file_lock(args.lock):
                 started = time.monotonic()
                 run_pyinfra(inventory, "deploys/recipes.py", "--data", f"recipes={names}", "--data", "keep=best",
                             env=env)
@@ -106,7 +93,7 @@ def main() -> int:
             print(rows[-1], flush=True)
     finally:
         if not args.keep:
-            with holding(args.lock):
+            with file_lock(args.lock):
                 down([HOST], state)
     print("\n| tournament | " + " | ".join(identical) + " | one-thread | starts (default/" + "/".join(identical)
           + "/one-thread) | best | rig ended on | wall time |")
