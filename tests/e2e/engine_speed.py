@@ -6,7 +6,10 @@ this installs on a sandbox host a drop-in for the engine unit whose ``ExecStartP
 CPU quota between ``low`` and ``high`` % (``shuf``) and sets it on the unit with ``systemctl set-property
 --runtime`` before the engine process starts: llama.cpp's two threads then get 1.5 to 2 CPUs, a different share
 at each start, while its one-thread recipe (one busy thread) is nearly untouched. Every draw is logged with its
-time, so a test can say which quotas its starts got.
+time, so a test can say which quotas its starts got. Checked on this machine (a cgroup v1 host): the engine's
+``cpu.cfs_quota_us`` is the draw (163000 for 163 %). ``set-property --runtime`` leaves the unit flagged
+NeedDaemonReload, so the service role reloads systemd before its next look at the unit while the hook is on;
+``steady_engine_speed`` reloads it once more.
 
 Example::
 
