@@ -73,7 +73,7 @@ from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
 from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
-from roles.service import ENGINE_START_ID
+from roles.service import ENGINE_START_ID, fresh_start
 
 
 @deploy("Bench")
@@ -108,6 +108,20 @@ def render_library_file(profile: Profile, remote_path: str, source: str) -> str:
     source_name = PurePosixPath(remote_path).relative_to(REMOTE_LIB_DIR).as_posix()
     return render("bench/client-module.py.j2", profile, source=source, source_name=source_name,
                   lib_dir=REMOTE_LIB_DIR)
+
+
+def bench_starts(profile: Profile, where: str, results: Path) -> None:
+    """``bench.verdicts.starts`` engine starts, each restarted, waited for until healthy and benched: repeats inside
+    a start see only that start; the starts show how much a start alone moves the numbers (roles/driver_update.py).
+
+    + profile: the profile served
+    + where: what the operations' names add (e.g. "on driver 595.45.04")
+    + results: the controller's results folder
+    """
+    starts = profile.bench.verdicts.starts
+    for number in range(1, starts + 1):
+        fresh_start(profile, f"start {number} of {starts} {where}")
+        smoke_benchmark(name=f"Bench start {number} of {starts} {where}", profile=profile, results_dir=str(results))
 
 
 @operation(is_idempotent=False)

@@ -133,7 +133,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     host.log(f"driver update: {update_plan_line(profile)}", logger.info)
     baselines = recent_baselines(results, host.name, profile, plan.installed)
     if baselines is None:
-        bench_starts(profile, f"on driver {plan.installed}", results)
+        bench.bench_starts(profile, f"on driver {plan.installed}", results)
     else:
         host.log(f"driver update: the baseline is {len(baselines)} recent starts: {', '.join(map(str, baselines))}",
                  logger.info)
@@ -159,20 +159,10 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     if hooks.undrain_command:
         server.shell(name="Put the rig back in service (driver_update.undrain_command)",
                      commands=[shlex.join(hooks.undrain_command)])
-    bench_starts(profile, f"on driver {plan.target}", results)
+    bench.bench_starts(profile, f"on driver {plan.target}", results)
     judge_driver_update(name=f"{verb}: compare the starts before and after", profile=profile, plan=plan,
                         settings=settings, started=started,
                         baselines=[str(run) for run in baselines] if baselines else None)
-
-
-def bench_starts(profile: Profile, where: str, results: Path) -> None:
-    """``bench.verdicts.starts`` engine starts, each restarted, waited for until healthy and benched: repeats inside
-    a start see only that start; the starts show how much a start alone moves the numbers."""
-    starts = profile.bench.verdicts.starts
-    for number in range(1, starts + 1):
-        service.fresh_start(profile, f"start {number} of {starts} {where}")
-        bench.smoke_benchmark(name=f"Bench start {number} of {starts} {where}", profile=profile,
-                              results_dir=str(results))
 
 
 @operation(is_idempotent=False)
