@@ -34,7 +34,7 @@ from rigforge.recipes.choice import EXPERIMENT_RECORD, PROFILE_RECORD
 from rigforge.recipes.startup import STARTUP_RECORD, recorded_lines, startup_report
 from rigforge.sandbox import SandboxHost, exec_in
 from rigforge.sandbox.model import ensure_gemma
-from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
+from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from roles.service import UNIT_PATH
 from tests.e2e.conftest import Sandbox
 from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engine_speed
@@ -134,6 +134,7 @@ def test_identical_recipes_on_an_engine_of_many_speeds_are_never_judged_and_keep
         quotas = drawn_quotas(host)
         steady_engine_speed(host)
     output = result.stdout + result.stderr
+    print("\n".join(line for line in output.splitlines() if "recipes:" in line or line.startswith("| ")))
     # Every start drew its own quota (the final settle on default may restart once more).
     assert len(quotas) >= 12 and len(set(quotas)) > 1, quotas
     folder = sorted((fleet.results / host.name).glob("recipes-*"))[-1]
@@ -144,14 +145,16 @@ def test_identical_recipes_on_an_engine_of_many_speeds_are_never_judged_and_keep
         assert by_name[name]["verdict"] in (SAME, CANNOT_TELL), by_name[name]
     # one-thread is ~40 % slower on an idle 2-core box; on a loaded one llama.cpp's two threads wait on each other
     # and one thread is faster (measured: 26 against 2-6 tok/s, a machine at load 9). The verdict must follow its
-    # starts: worse where every start of one-thread was clearly slower than every start of default, never worse
-    # where every one was clearly faster; in between, a claim or the reason it makes none.
+    # starts: worse where every start of one-thread was clearly slower than every start of default, never worse on
+    # decode where every one was clearly faster (its time to first token, one thread reading the prompt, may still
+    # veto); in between, a claim or the reason it makes none.
     slower = by_name["one-thread"]
     ones, starts = slower["primary_per_start"], by_name["default"]["primary_per_start"]
+    print(f"one-thread {slower['verdict']}: {slower['detail']}; decode per start {ones} against {starts}")
     if max(ones) < 0.8 * min(starts):
         assert slower["verdict"] == WORSE, slower
     elif min(ones) > 1.25 * max(starts):
-        assert slower["verdict"] in (BETTER, CANNOT_TELL), slower
+        assert slower["verdict"] != WORSE or not slower["detail"].startswith("decode"), slower
     else:
         assert slower["verdict"] != CANNOT_TELL or re.search(r"noise ±[0-9.]+ %", slower["detail"]), slower
     assert report["best"] != "aa1" and report["best"] != "aa2"
