@@ -3,12 +3,17 @@ judged metrics, repeats and starts a side (no asserting: it prints; tests/unit/t
 
 SYNTHETIC samples (tests/bench_support/synthetic.py): every engine start draws one offset (sd 0, 2, 5 or 15 %; 15 %
 is the autotuner spread of rig-facts §8.4) shared by every cell and metric of that start, and every repeat inside
-it adds its own noise (2 % on a GPU profile, rig-facts §2.5: 194.0 ± 2.8 tok/s over three runs; on the sandbox
-5 %, an idle 2-core box, and 30 %, a loaded one). Shifts: 0 (an A/A test: every claim is false), -4.9 % (worse,
-but inside a 5 % tolerance: a "worse" is false) and +20 % (a "better" is right). A tournament holds a start and
-two recipes identical to it and counts a claim for either; a driver update is one comparison of k starts a side.
+it adds its own noise (2 % on a GPU profile; on the sandbox 5 %, an idle 2-core box, and 30 %, a loaded one).
+rig-facts §2.5's 194.0 ± 2.8 tok/s over three server restarts puts a GPU rig's start-to-start offset near 1.5 %.
+Shifts: 0 (an A/A test: every claim is false), -4.9 % (worse, but inside a 5 % tolerance: a "worse" is false)
+and +20 % (a "better" is right). A tournament holds a start and two recipes identical to it and counts a claim
+for either (for +20 %: each recipe found); a driver update is one comparison of k starts a side.
 
     .venv/bin/python measurements/verdict_calibration.py [--draws 1000] [--profiles sandbox,2x-pix] [--starts 3]
+    .venv/bin/python measurements/verdict_calibration.py --what-k-buys 2,3,4,5,8 --profiles 2x-pix,4x-threadripper
+
+``--what-k-buys`` prints, for driver updates at the profile's (first) repeat noise, A/A claims, A/A judged same and
++20 % found at each k instead.
 """
 
 from __future__ import annotations
@@ -39,13 +44,35 @@ def profile_starts(profile: object, override: int | None) -> int:
     return override or getattr(verdicts, "starts", None) or DEFAULT_STARTS
 
 
+def what_k_buys(names: list[str], counts: list[int], draws: int, seed: int) -> None:
+    """A/A claims, A/A judged same and +20 % found per offset and starts a side, driver updates at the profile's
+    (first) repeat noise."""
+    print("| profile | noise | offset | " + " | ".join(f"k={k}: A/A claimed / same / +20 % found" for k in counts)
+          + " |")
+    print("|---|---|---|" + "---|" * len(counts))
+    for name in names:
+        profile = load_profile(name)
+        noise = NOISES.get(name, GPU_NOISE)[0]
+        for offset in OFFSETS:
+            cells = []
+            for starts in counts:
+                same = claim_rates(profile, noise, offset, 0.0, draws, seed, starts)
+                found = claim_rates(profile, noise, offset, 0.20, draws, seed + 2, starts)
+                cells.append(f"{same.claimed:.1%} / {same.same:.0%} / {found.better:.1%}")
+            print(f"| {name} | {noise:.0%} | {offset:.0%} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--profiles", default=",".join(PROFILES))
     parser.add_argument("--starts", type=int, help="engine starts a side (default: the profile's)")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--what-k-buys", help="starts a side to compare, e.g. 2,3,5,8")
     args = parser.parse_args()
+    if args.what_k_buys:
+        what_k_buys(args.profiles.split(","), [int(k) for k in args.what_k_buys.split(",")], args.draws, args.seed)
+        return 0
     print("| profile | grid | comparison | k | noise | offset | A/A better / worse | 4.9 % worse: worse | "
           "+20 %: better |")
     print("|---|---|---|---|---|---|---|---|---|")

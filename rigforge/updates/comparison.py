@@ -11,8 +11,9 @@ start-to-start noise is then unmeasured, however steady its repeats.
 
 Verdicts (``Comparison.verdict``, decided by rigforge.updates.verdict, which says why each is claimed):
 
-- ``"better"``: the profile's primary metric (``bench.primary``) improved, its whole interval past its tolerance
-  and past the measured noise, and no other judged metric got worse.
+- ``"better"``: the profile's primary metric (``bench.primary``) improved, the whole interval of the change past
+  its tolerance (the interval's width is the measured start-to-start noise), and no other judged metric got
+  worse.
 - ``"worse (regression)"``: some judged metric got worse the same way, or a cell that measured before failed
   (or is missing) after in any start. Any judged metric can veto this way.
 - ``"same"``: no claim, and the primary's 90 % interval lies inside ± its tolerance (TOST).
@@ -42,7 +43,16 @@ from typing import Any
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
 from rigforge.updates.policy import Primary, RegressionPolicy, Tolerance
-from rigforge.updates.starts import METRICS, Metric, Side, as_starts, cell_value, repeat_values, start_value
+from rigforge.updates.starts import (
+    METRICS,
+    Metric,
+    Side,
+    as_starts,
+    cell_value,
+    geometric_mean,
+    repeat_values,
+    start_value,
+)
 from rigforge.updates.verdict import (
     BETTER,
     CANNOT_TELL,
@@ -77,7 +87,7 @@ class Cell:
     before: float | None  # geometric mean of the start values (each: the geometric mean of its repeats)
     after: float | None
     change_percent: float | None  # after / before - 1, in %, signed: the change the verdict tests
-    noise_percent: float | None  # the noise a claim must exceed; None without two starts a side
+    noise_percent: float | None  # twice one start's spread: where one more start may land; None: not tested
     tolerance_percent: float | None  # None: shown, not judged
     verdict: str  # better | worse (regression) | same | cannot tell | "" (not judged)
     note: str = ""
@@ -112,7 +122,7 @@ class Cell:
         return -self.change_percent if self.metric.higher_is_better else self.change_percent
 
     def describe(self) -> str:
-        """decode C=1 in=128: 31.2 → 18.8 tok/s (-39.7 %; p = 0.003, beyond tolerance 5 % and noise ±4.1 %)."""
+        """decode C=1 in=128: 31.2 → 18.8 tok/s (-39.7 %; 97.5 % interval -45.1 … -33.8 % past tolerance 5 % …)."""
         where = f"{self.metric.label} {self.where}"
         if self.before is None or self.after is None:
             values = f"{_num(self.before)} → {_num(self.after)} {self.metric.unit}"
@@ -195,7 +205,7 @@ def _geometric_mean(values: tuple[float, ...]) -> float | None:
     if not values:
         return None
     if all(math.isfinite(value) and value > 0 for value in values):
-        return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+        return geometric_mean(values)
     return math.fsum(values) / len(values)
 
 

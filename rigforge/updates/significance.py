@@ -124,7 +124,7 @@ class Welch:
     + log_change: mean(log after) - mean(log before)
     + standard_error: of that difference
     + df: Welch-Satterthwaite degrees of freedom
-    + sd: the pooled standard deviation of one repeat (log units, ~ relative noise)
+    + sd: the pooled standard deviation of one value (one engine start's; log units, ~ relative noise)
     """
 
     log_change: float

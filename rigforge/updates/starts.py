@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METRICS", "Metric", "Side", "as_starts", "cell_value", "repeat_values", "start_value"]
+__all__ = ["METRICS", "Metric", "Side", "as_starts", "cell_value", "geometric_mean", "repeat_values", "start_value"]
 
 #: One side of a comparison: one result (one engine start), or one result per engine start.
 Side = Mapping[str, Any] | Sequence[Mapping[str, Any]]
@@ -90,7 +90,17 @@ def start_value(cell: Mapping[str, Any], metric: Metric) -> float | None:
         return math.nan
     if min(values) <= 0:
         return 0.0
-    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+    return geometric_mean(values)
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """Of positive values, relative to the smallest (equal values give that value exactly, any order the same).
+
+    >>> geometric_mean([7.0, 7.0]), round(geometric_mean([10.0, 1000.0]), 9)
+    (7.0, 100.0)
+    """
+    smallest = min(values)
+    return smallest * math.exp(math.fsum(math.log(value / smallest) for value in values) / len(values))
 
 
 #: The number a report shows for a cell of one result: the same value a comparison tests.

@@ -32,7 +32,7 @@ from typing import Any
 from rigforge.bench.config import COMPLETIONS
 from rigforge.profile import Profile
 from rigforge.updates.comparison import METRICS, RegressionPolicy
-from rigforge.updates.verdict import BETTER, WORSE, Question, judge, overall
+from rigforge.updates.verdict import BETTER, SAME, WORSE, Question, judge, overall
 
 LEVEL = 100.0
 TOURNAMENT, DRIVER_UPDATE = "tournament", "driver update"
@@ -47,6 +47,7 @@ class Rates:
     better: float
     worse: float
     draws: int
+    same: float = 0.0  # judged same (per comparison): what an owner can act on when nothing changed
 
     @property
     def claimed(self) -> float:
@@ -125,18 +126,19 @@ def claim_rates(profile: Profile, noise: float, offset: float, shift: float, dra
     rng, grid = random.Random(seed), judged_grid(profile)
     rate = RegressionPolicy.from_profile(profile).false_claim_rate
     draw = functools.partial(side, rng, grid, starts, profile.bench.repeats, noise, offset)
-    better = worse = 0.0
+    better = worse = same = 0.0
     for _ in range(draws):
         before = draw(0.0)
         sides = [draw(shift) for _ in range(TOURNAMENT_RECIPES if design == TOURNAMENT else 1)]
         verdicts = [_verdict(grid, before, after, rate) for after in sides]
+        same += verdicts.count(SAME) / len(verdicts)
         if shift > 0:  # a real gain: each recipe's own finding counts (the chance a better recipe is found)
             better += verdicts.count(BETTER) / len(verdicts)
             worse += verdicts.count(WORSE) / len(verdicts)
         else:  # no gain: any claim in the tournament is false (keep=best or a rollback would act on it)
             better += BETTER in verdicts
             worse += WORSE in verdicts
-    return Rates(better / draws, worse / draws, draws)
+    return Rates(better / draws, worse / draws, draws, same / draws)
 
 
 def synthetic_result(profile: Profile, rng: random.Random, noise: float, offset: float = 0.0,

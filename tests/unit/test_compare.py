@@ -1,11 +1,14 @@
 """Bench comparison on real measured numbers: the real bench client against a real llama.cpp server
-(xllamacpp) serving Gemma 3 270M on 127.0.0.1, two runs with repeats, kept as ``results/<host>/<stamp>/``.
+(xllamacpp) serving Gemma 3 270M on 127.0.0.1, two engine starts a side with repeats, kept as
+``results/<host>/<stamp>/``.
 
-What is real: every number (two bench runs, each cell measured 3 times). What is derived, and why: to
-show each verdict deterministically on a shared 2-core box, the "after" of some tests is the real "before"
-with every repeat scaled by a factor chosen from the *measured* spread (scaling keeps the spread), so
-"worse (regression)" and "cannot tell" are reached by construction, not by hoping the box slows down. The real
-driver slowdown (a throttled container) is the rollout e2e test's job. No test asserts a speed.
+What is real: every number (four bench runs, each in its own start of the server, each cell measured 3 times).
+What is derived, and why: to show each verdict deterministically on a shared 2-core box, the "after" of some
+tests is the real "before" with every repeat scaled by a factor chosen from the *measured* spread (scaling keeps
+the spread), and a side's starts may be pulled toward their common value first (a loaded box can put two starts
+50 % apart, where no drop is claimable), so "worse (regression)" and "cannot tell" are reached by construction,
+not by hoping the box slows down. The real driver slowdown (a throttled container) is the rollout e2e test's
+job. No test asserts a speed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import json
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from rigforge.updates.comparison import (
     WORSE,
     RegressionPolicy,
     Tolerance,
+    cell_value,
     compare,
     find_results,
     last_before,
@@ -48,6 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_CACHE = REPO_ROOT / ".cache" / "models"
 DECODE = METRICS[0]
 REPEATS = 3
+STARTS = 2  # engine starts a side: the fewest that measure the start-to-start spread
 
 
 def bench_once(base_url: str, driver: str) -> dict[str, Any]:
@@ -62,11 +66,17 @@ def bench_once(base_url: str, driver: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
-    """Two real runs against Gemma: "before" labelled driver 590.48.01, "after" 595.45.04."""
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Real runs against Gemma, each in its own server start, starts interleaved (before, after, before, after):
+    "before" labelled driver 590.48.01, "after" 595.45.04."""
     model = ensure_gemma(MODEL_CACHE)
-    with start_llama_server(model, parallel=2, ctx=4096, log_dir=tmp_path_factory.mktemp("gemma")) as server:
-        yield {"before": bench_once(server.base_url, "590.48.01"), "after": bench_once(server.base_url, "595.45.04")}
+    sides: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for _ in range(STARTS):
+        for side, driver in (("before", "590.48.01"), ("after", "595.45.04")):
+            with start_llama_server(model, parallel=2, ctx=4096,
+                                    log_dir=tmp_path_factory.mktemp("gemma")) as server:
+                sides[side].append(bench_once(server.base_url, driver))
+    return sides
 
 
 def save(root: Path, host: str, stamp: str, result: dict[str, Any]) -> Path:
@@ -87,20 +97,33 @@ def scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
     return copied
 
 
-def tightened(result: dict[str, Any], max_spread_percent: float) -> dict[str, Any]:
-    """The result with its repeats pulled toward their median until their spread is at most
-    ``max_spread_percent`` (their order and shape kept): a loaded machine can measure a spread past 100 %,
-    where no drop could lie beyond the noise."""
-    copied = copy.deepcopy(result)
-    for cell in copied["cells"]:
-        values = repeat_values(cell, DECODE)
-        spread = spread_percent(values) or 0.0
-        if spread <= max_spread_percent:
-            continue
-        middle, shrink = statistics.median(values), max_spread_percent / spread
-        for block in cell["repeats"]:
-            value = block["decode_tps_per_user"]["median"]
-            block["decode_tps_per_user"]["median"] = middle + (value - middle) * shrink
+def scaled_side(side: list[dict[str, Any]], factor: float) -> list[dict[str, Any]]:
+    return [scaled(result, factor) for result in side]
+
+
+def tightened(side: list[dict[str, Any]], max_spread_percent: float) -> list[dict[str, Any]]:
+    """The side with each start's repeats pulled toward their median, and each start as a whole toward the
+    side's first start, until each spread is at most ``max_spread_percent`` (order and shape kept): a loaded
+    machine can measure a spread past 100 %, where no drop could lie beyond the noise."""
+    copied = copy.deepcopy(side)
+    for result in copied:
+        for cell in result["cells"]:
+            values = repeat_values(cell, DECODE)
+            spread = spread_percent(values) or 0.0
+            if spread <= max_spread_percent:
+                continue
+            middle, shrink = statistics.median(values), max_spread_percent / spread
+            for block in cell["repeats"]:
+                value = block["decode_tps_per_user"]["median"]
+                block["decode_tps_per_user"]["median"] = middle + (value - middle) * shrink
+    for index, cell in enumerate(copied[0]["cells"]):
+        anchor = cell_value(cell, DECODE) or 1.0
+        for result in copied[1:]:
+            other = cell_value(result["cells"][index], DECODE) or anchor
+            ratio = other / anchor
+            limit = 1 + max_spread_percent / 200
+            wanted = min(max(ratio, 1 / limit), limit)
+            result["cells"][index] = scaled({"cells": [result["cells"][index]]}, wanted / ratio)["cells"][0]
     return copied
 
 
@@ -108,62 +131,72 @@ def decode_c1(comparison: Any) -> Any:
     return next(cell for cell in comparison.cells if cell.metric is DECODE and cell.concurrency == 1)
 
 
-def test_every_cell_records_each_repeat(measured: dict[str, dict[str, Any]]) -> None:
-    for result in measured.values():
-        assert result["status"] == "ok", result["failed_checks"]
-        for cell in result["cells"]:
-            assert len(cell["repeats"]) == REPEATS
-            assert all(value > 0 for value in repeat_values(cell, DECODE))
+def test_every_cell_records_each_repeat(measured: dict[str, list[dict[str, Any]]]) -> None:
+    for side in measured.values():
+        assert len(side) == STARTS
+        for result in side:
+            assert result["status"] == "ok", result["failed_checks"]
+            for cell in result["cells"]:
+                assert len(cell["repeats"]) == REPEATS
+                assert all(value > 0 for value in repeat_values(cell, DECODE))
 
 
-def test_two_real_runs_compare_with_their_measured_spread(measured: dict[str, dict[str, Any]]) -> None:
+def test_two_real_runs_compare_with_their_measured_spread(measured: dict[str, list[dict[str, Any]]]) -> None:
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0, concurrency=1),))
     comparison = compare(measured["before"], measured["after"], policy)
     row = decode_c1(comparison)
-    assert row.before_repeats == tuple(repeat_values(measured["before"]["cells"][0], DECODE))
+    assert row.before_repeats == tuple(value for result in measured["before"]
+                                       for value in repeat_values(result["cells"][0], DECODE))
+    assert row.before_starts == tuple(cell_value(result["cells"][0], DECODE) for result in measured["before"])
     assert row.noise_percent is not None and row.noise_percent >= 0 and row.p_value is not None
     assert row.change_percent == pytest.approx((row.after - row.before) / row.before * 100)
     assert comparison.verdict in VERDICTS
     assert "C=1" in comparison.summary() and "→" in comparison.summary()
     rows = render_markdown(comparison)
-    assert "| 1 | 32 | decode tok/s |" in rows and "driver_version: 590.48.01 → 595.45.04  (changed)" in rows
+    assert "| 1 | 32 | decode tok/s | 2 / 2 |" in rows
+    assert "driver_version: 590.48.01 → 595.45.04  (changed)" in rows
 
 
-def test_a_run_against_itself_is_never_better_or_worse(measured: dict[str, dict[str, Any]]) -> None:
+def test_a_run_against_itself_is_never_better_or_worse(measured: dict[str, list[dict[str, Any]]]) -> None:
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0),))
     assert compare(measured["before"], measured["before"], policy).verdict in (SAME, CANNOT_TELL)
+    one = compare(measured["before"][0], measured["after"][0], policy)  # one start a side: the old call
+    assert one.verdict == CANNOT_TELL and "one engine start a side" in decode_c1(one).note
 
 
-def test_a_drop_is_claimed_only_past_the_tolerance_and_the_noise(measured: dict[str, dict[str, Any]]) -> None:
-    # The real repeats, pulled in to a 10 % spread (a loaded box can measure 100 %, where nothing is claimable).
-    before = tightened(measured["before"], max_spread_percent=10.0)
+def test_a_drop_is_claimed_only_past_the_tolerance_and_the_noise(measured: dict[str, list[dict[str, Any]]]) -> None:
+    # The real starts, pulled in to a 5 % spread (a loaded box can measure 100 %, where nothing is claimable).
+    before = tightened(measured["before"], max_spread_percent=5.0)
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0, concurrency=1),))
-    small = decode_c1(compare(before, scaled(before, 0.98), policy))   # inside the tolerance
-    beyond = compare(before, scaled(before, 0.5), policy)               # far past tolerance and noise
+    small = decode_c1(compare(before, scaled_side(before, 0.98), policy))   # inside the tolerance
+    beyond = compare(before, scaled_side(before, 0.5), policy)              # far past tolerance and noise
     assert small.verdict in (SAME, CANNOT_TELL)
     assert beyond.verdict == WORSE and beyond.regressed
     row = decode_c1(beyond)
-    assert row.noise_percent is not None and row.noise_percent < 50 and "p = " in row.note
-    # Past the tolerance but inside twice the spread of one repeat: no claim.
+    assert row.noise_percent is not None and row.noise_percent < 50 and "past tolerance 5 %" in row.note
+    low, high = row.interval_percent or (0.0, 0.0)
+    assert low < high < -5.0  # the whole interval past the tolerance
+    # Past the tolerance but a quarter of the two starts' own spread: the interval of two starts a side is wide.
     noisy = tightened(measured["before"], max_spread_percent=60.0)
-    spread = spread_percent(repeat_values(noisy["cells"][0], DECODE)) or 0.0
-    inside = decode_c1(compare(noisy, scaled(noisy, 1 - min(spread, 50) / 4 / 100), policy))
-    assert inside.verdict != WORSE  # 2 sd of three repeats spanning r is at least r: 4x the drop
+    starts = [value for value in decode_c1(compare(noisy, noisy, policy)).before_starts]
+    spread = spread_percent(starts) or 0.0
+    inside = decode_c1(compare(noisy, scaled_side(noisy, 1 - min(spread, 50) / 4 / 100), policy))
+    assert inside.verdict != WORSE
 
 
-def test_a_cell_failed_after_the_update_is_a_regression(measured: dict[str, dict[str, Any]]) -> None:
+def test_a_cell_failed_after_the_update_is_a_regression(measured: dict[str, list[dict[str, Any]]]) -> None:
     after = copy.deepcopy(measured["after"])
-    after["cells"][0].update(status="failed", reason="timeout: no token in 120 s", metrics=None)
+    after[-1]["cells"][0].update(status="failed", reason="timeout: no token in 120 s", metrics=None)
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0),))
     assert compare(measured["before"], after, policy).verdict == WORSE
 
 
 def test_history_finds_the_last_run_before_the_driver_changed(
-    measured: dict[str, dict[str, Any]], tmp_path: Path
+    measured: dict[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
-    first = save(tmp_path, "bench-a", "20261122T010000Z", measured["before"])
-    second = save(tmp_path, "bench-a", "20261122T020000Z", measured["before"])
-    latest = save(tmp_path, "bench-a", "20261123T010000Z", measured["after"])
+    first = save(tmp_path, "bench-a", "20261122T010000Z", measured["before"][0])
+    second = save(tmp_path, "bench-a", "20261122T020000Z", measured["before"][1])
+    latest = save(tmp_path, "bench-a", "20261123T010000Z", measured["after"][0])
     (tmp_path / "bench-a" / "latest").symlink_to(latest.name)
     assert find_results(tmp_path, "bench-a") == [first, second, latest]
     assert load_result(latest / "result.json") == load_result(latest)
@@ -178,20 +211,22 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_prints_the_table_writes_a_png_and_fails_on_regression(
-    measured: dict[str, dict[str, Any]], tmp_path: Path
+    measured: dict[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
-    before = tightened(measured["before"], max_spread_percent=20.0)
-    save(tmp_path, "bench-a", "20261122T010000Z", before)
-    # 40 % slower decode: past the sandbox profile's 5 % at C=1 and twice a 20 % spread.
-    slower = save(tmp_path, "bench-a", "20261123T010000Z", scaled(before, 0.6))
-    slower_meta = load_result(slower)
-    slower_meta["metadata"]["driver_version"] = "595.45.04"
-    (slower / "result.json").write_text(json.dumps(slower_meta))
-    regressed = run_cli("--host", "bench-a", "--results", str(tmp_path))
+    before = tightened(measured["before"], max_spread_percent=10.0)
+    olds = [save(tmp_path, "bench-a", f"20261122T01000{index}Z", result) for index, result in enumerate(before)]
+    # 40 % slower decode: past the sandbox profile's 5 % at C=1 and the starts' 10 % spread.
+    news = []
+    for index, result in enumerate(scaled_side(before, 0.6)):
+        result["metadata"]["driver_version"] = "595.45.04"
+        news.append(save(tmp_path, "bench-a", f"20261123T01000{index}Z", result))
+    regressed = run_cli(",".join(map(str, olds)), ",".join(map(str, news)))
     assert regressed.returncode == 1, regressed.stdout + regressed.stderr
-    assert "WORSE (REGRESSION)" in regressed.stdout and "| 1 | 32 | decode tok/s |" in regressed.stdout
-    assert (slower / "compare-20261122T010000Z.png").stat().st_size > 0
-    same = run_cli(str(tmp_path / "bench-a" / "20261122T010000Z"), str(tmp_path / "bench-a" / "20261122T010000Z"))
+    assert "WORSE (REGRESSION)" in regressed.stdout and "| 1 | 32 | decode tok/s | 2 / 2 |" in regressed.stdout
+    assert (news[0] / f"compare-{olds[0].name}.png").stat().st_size > 0
+    single = run_cli("--host", "bench-a", "--results", str(tmp_path))  # the last start on each driver: one a side
+    assert single.returncode == 0 and "CANNOT TELL" in single.stdout and "one engine start a side" in single.stdout
+    same = run_cli(",".join(map(str, olds)), ",".join(map(str, olds)))
     assert same.returncode == 0 and ("SAME" in same.stdout or "CANNOT TELL" in same.stdout)
 
 
@@ -202,18 +237,20 @@ def test_cli_says_in_one_line_when_there_is_nothing_to_compare(tmp_path: Path) -
 
 
 def test_repeats_that_are_all_slower_but_wildly_spread_cannot_tell_and_say_so(
-    measured: dict[str, dict[str, Any]],
+    measured: dict[str, list[dict[str, Any]]],
 ) -> None:
-    # The numbers are the real "before" run; the "after" repeats are set by hand to the case a loaded,
-    # throttled box produced: one repeat crawled, so the spread is huge, yet every repeat is slower. Three
-    # repeats that far apart cannot support a claim either way (an exact rank test's p is 0.1 at best): the
-    # verdict is "cannot tell", never "same", with the noise and how many repeats would decide.
+    # The numbers are the real "before" starts; the "after" starts are set by hand to the case a loaded,
+    # throttled box produced: one start crawled, so the spread between starts is huge, yet every start is
+    # slower. Two starts that far apart cannot support a claim either way: the verdict is "cannot tell", never
+    # "same", with the noise and whether more starts would decide.
     before = tightened(measured["before"], max_spread_percent=10.0)
-    values = repeat_values(before["cells"][0], DECODE)
+    values = decode_c1(compare(before, before, RegressionPolicy())).before_starts
     after = copy.deepcopy(before)
     slow = min(values) * 0.5
-    for block, value in zip(after["cells"][0]["repeats"], (slow * 0.1, slow * 0.5, slow), strict=True):
-        block["decode_tps_per_user"]["median"] = value
+    for result, value in zip(after, (slow * 0.1, slow), strict=True):
+        cell = result["cells"][0]
+        factor = value / (cell_value(cell, DECODE) or 1.0)
+        result["cells"][0] = scaled({"cells": [cell]}, factor)["cells"][0]
     policy = RegressionPolicy((Tolerance("decode_tps_per_user", 5.0, concurrency=1),))
     row = decode_c1(compare(before, after, policy))
     assert row.verdict in (CANNOT_TELL, WORSE) and row.verdict != SAME
