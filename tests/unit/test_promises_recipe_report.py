@@ -98,7 +98,7 @@ def test_only_the_primary_makes_a_recipe_better_and_the_best_is_the_best_primary
     fast = report.verdicts[1]
     assert fast.primary == pytest.approx(33.0) and fast.decode_c1 == pytest.approx(33.0)
     assert fast.detail.startswith("decode C=1 in=128: 30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % "
-                                  "past tolerance 5 % and noise ±0.2 % (p = ")
+                                  "past tolerance 5 % (p = ")
     assert fast.detail.endswith(", 3 vs 3 starts))")
     assert report.passed == ("default", "fast", "faster", "elsewhere", "vetoed", "lost")
 
