@@ -33,7 +33,9 @@ from rigforge.sandbox.model import ensure_gemma  # noqa: E402
 from tests.e2e.conftest import inventory_source  # noqa: E402
 from tests.e2e.pyinfra_run import PyinfraResult, changed_ops, run_pyinfra  # noqa: E402
 
-BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.5, "repeats": 2, "warmup_requests": 1}
+# One engine start a recipe: the parts are one switch and one bench each (a tournament of k starts costs k times).
+BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.5, "repeats": 2, "warmup_requests": 1,
+         "verdicts": {"starts": 1, "decide_budget_s": 0}}
 HOST = "recipecost"
 
 

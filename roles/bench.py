@@ -37,7 +37,7 @@ from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.host import Host
 from pyinfra.api.state import State
-from pyinfra.facts.server import KernelVersion
+from pyinfra.facts.server import Command, KernelVersion
 from pyinfra.operations import files
 
 from rigforge.bench.config import config_from_dict
@@ -74,6 +74,7 @@ from rigforge.profile import Profile
 from rigforge.render import render
 from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
 from roles import quality
+from roles.service import ENGINE_START_ID, fresh_start
 
 
 @deploy("Bench")
@@ -108,6 +109,20 @@ def render_library_file(profile: Profile, remote_path: str, source: str) -> str:
     source_name = PurePosixPath(remote_path).relative_to(REMOTE_LIB_DIR).as_posix()
     return render("bench/client-module.py.j2", profile, source=source, source_name=source_name,
                   lib_dir=REMOTE_LIB_DIR)
+
+
+def bench_starts(profile: Profile, where: str, results: Path) -> None:
+    """``bench.verdicts.starts`` engine starts, each restarted, waited for until healthy and benched: repeats inside
+    a start see only that start; the starts show how much a start alone moves the numbers (roles/driver_update.py).
+
+    + profile: the profile served
+    + where: what the operations' names add (e.g. "on driver 595.45.04")
+    + results: the controller's results folder
+    """
+    starts = profile.bench.verdicts.starts
+    for number in range(1, starts + 1):
+        fresh_start(profile, f"start {number} of {starts} {where}")
+        smoke_benchmark(name=f"Bench start {number} of {starts} {where}", profile=profile, results_dir=str(results))
 
 
 @operation(is_idempotent=False)
@@ -150,6 +165,7 @@ def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
         weights_revision=manifest.revision if manifest else None,
         weights_origin=manifest.origin if manifest else None,
         weights_sha256={entry.name: entry.sha256 for entry in manifest.files} if manifest else {},
+        engine_start=bench_host.get_fact(Command, command=ENGINE_START_ID) or None,
     )
 
 

@@ -2,13 +2,17 @@
 
 The order, for a rig whose installed or loaded driver is not the target:
 
-baseline bench (or a recent result of the same workload on the installed driver) → drain (the
+baseline: ``bench.verdicts.starts`` (k) engine starts, each restarted, healthy and benched (or as many recent
+results of distinct starts of the same workload on the installed driver) → drain (the
 profile's ``driver_update.drain_command``, then the engine unit stops) → record the installed driver
 in ``/etc/rigforge/driver-previous`` (atomically) → the driver role at the target version (and CUDA)
 → the kernel-module check → one reboot → verify (in-process: installed, held and loaded at the
 target, persistenced running, no reboot left pending) → engine image and JIT cache (rebuilt only when
-an input changed) → the engine unit, healthy → ``undrain_command`` → bench with the same workload →
-comparison with the baseline → verdict, kept on the controller (``rigforge.updates.record``).
+an input changed) → the engine unit, healthy → ``undrain_command`` → k engine starts benched with the same
+workload → comparison of one value per start a side → verdict, kept on the controller
+(``rigforge.updates.record``). Engine restarts need no reboot, so both sides measure the start-to-start spread;
+the one difference they cannot measure, boot to boot, the record says. The plan (and ``--dry``) says what the
+starts cost (rigforge/bench_runs/starts.py).
 
 The target is the profile's ``driver.version``, or with ``--data rollback=true`` the version recorded
 before the last update. With ``--data on_regression=rollback`` a regression verdict rolls the rig back
@@ -32,6 +36,7 @@ from pyinfra.facts.files import FileContents
 from pyinfra.operations import server, systemd
 
 from rigforge.bench_runs.plan import results_root, run_stamp
+from rigforge.bench_runs.starts import update_plan_line
 from rigforge.checks.driver_reboot import driver_mismatch
 from rigforge.context import RunSettings, current_profile
 from rigforge.facts.driver import NvidiaLoadedDriver
@@ -47,7 +52,7 @@ from rigforge.operations.secure_boot import refuse_untrusted_driver
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.serving.engines import UNIT_NAME
-from rigforge.updates.record import UpdateRecord, judge_update, recent_baseline
+from rigforge.updates.record import UpdateRecord, judge_update, recent_baselines
 from roles import bench, cuda, driver, images, quality, service
 from roles.host import remember_reboot_triggers
 
@@ -125,12 +130,13 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
                           allowed=settings.replace_driver)
     bench.install_client(profile)
-    baseline = recent_baseline(results, host.name, profile, plan.installed)
-    if baseline is None:
-        bench.smoke_benchmark(name=f"Baseline bench on driver {plan.installed}", profile=profile,
-                              results_dir=str(results))
+    host.log(f"driver update: {update_plan_line(profile)}", logger.info)
+    baselines = recent_baselines(results, host.name, profile, plan.installed)
+    if baselines is None:
+        bench.bench_starts(profile, f"on driver {plan.installed}", results)
     else:
-        host.log(f"driver update: baseline is the recent result {baseline}", logger.info)
+        host.log(f"driver update: the baseline is {len(baselines)} recent starts: {', '.join(map(str, baselines))}",
+                 logger.info)
     hooks = profile.driver_update
     if hooks.drain_command:
         server.shell(name="Take the rig out of service (driver_update.drain_command)",
@@ -153,9 +159,10 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     if hooks.undrain_command:
         server.shell(name="Put the rig back in service (driver_update.undrain_command)",
                      commands=[shlex.join(hooks.undrain_command)])
-    bench.smoke_benchmark(name=f"Bench on driver {plan.target}", profile=profile, results_dir=str(results))
-    judge_driver_update(name=f"{verb}: compare the benches before and after", profile=profile, plan=plan,
-                        settings=settings, started=started, baseline=str(baseline) if baseline else None)
+    bench.bench_starts(profile, f"on driver {plan.target}", results)
+    judge_driver_update(name=f"{verb}: compare the starts before and after", profile=profile, plan=plan,
+                        settings=settings, started=started,
+                        baselines=[str(run) for run in baselines] if baselines else None)
 
 
 @operation(is_idempotent=False)
@@ -244,7 +251,7 @@ def _module_built(state: State, host: Host, version: str) -> bool:
 # must run as nested operations instead of being refused as "called within another operation".
 @operation(is_idempotent=False, _set_in_op=False)
 def judge_driver_update(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str,
-                        baseline: str | None):
+                        baselines: list[str] | None):
     """
     Compare the bench after the change with the baseline, keep the verdict on the controller, and fail
     on a regression (first rolling the rig back when ``on_regression=rollback``).
@@ -253,26 +260,28 @@ def judge_driver_update(profile: Profile, plan: UpdatePlan, settings: RunSetting
     + plan: the update being judged
     + settings: the run's switches (``on_regression``)
     + started: the update's stamp; benches from it on belong to this update
-    + baseline: a reused baseline run folder, None when this update measured its own
+    + baselines: reused baseline run folders (one per engine start), None when this update measured its own
 
     **Example:**
 
     .. code:: python
 
         judge_driver_update(name="Compare", profile=p, plan=plan, settings=s, started="20261123T040000Z",
-                            baseline=None)
+                            baselines=None)
     """
     if not state.is_executing:
         host.noop("judged once both benches ran")
         return
-    yield from nested_flow(_judge, profile, plan, settings, started, baseline)
+    yield from nested_flow(_judge, profile, plan, settings, started, baselines)
 
 
-def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str, baseline: str | None) -> bool:
+def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str,
+           baselines: list[str] | None) -> bool:
     # Run with the host in context (rigforge/operations/nested.py): the rollback's operations, called from here,
     # execute at once as nested operations.
     record: UpdateRecord = judge_update(results_root(), host.name, profile, plan.installed, plan.target,
-                                        started, Path(baseline) if baseline else None, plan.rollback)
+                                        started, [Path(run) for run in baselines] if baselines else None,
+                                        plan.rollback)
     record = quality.quality_regression(results_root(), record)  # answers that moved are a regression too
     for line in record.report_lines():
         host.log(line, logger.info if record.ok else logger.error)

@@ -1,22 +1,24 @@
-"""Recipes role: try a rig's engine recipes one after the other, measured, and leave the rig as it was.
+"""Recipes role: try a rig's engine recipes in interleaved rounds of engine starts, and leave the rig as it was.
 
-For each recipe, the starting one first (the baseline the others are judged against): its image (built only
-when no image of its inputs is on the rig), its checkpoint (kept beside the others'), its unit, the health wait,
-then the smoke bench (sanity probes and the profile's cells), recorded in the bench history under the recipe's
-name. A recipe that does not come up, gives wrong output or an error, logs a known failure of severity ``fail``,
-or whose engine reports at start that it chose otherwise than the recipe's ``startup`` promises ("runs X, not Y":
-rigforge/recipes/startup.py), is disqualified with the reason. The start is measured again at the end (A B C … A;
-between recipes too when the profile asks), and more repeats of the primary cell decide where a verdict could not
-tell, within the profile's budget (roles/recipes_decide.py). Then the rig runs its starting recipe again; with
-``--data keep=best`` the recipe judged ``better`` on the primary metric (rigforge/recipes/report.py). The report
-(JSON, Markdown, PNG) lands in ``results/<host>/recipes-<stamp>/`` and its table is printed.
+Each recipe is measured in ``bench.verdicts.starts`` (k) engine starts of its own: k rounds, the starting recipe
+first in round 1 (the baseline), later rounds shuffled (rigforge/recipes/rounds.py), so drift during the run lands
+on every recipe. A start is a switch — its image (built only when no image of its inputs is on the rig), its
+checkpoint (kept beside the others'), its unit — or, when nothing changed, a restart; then the health wait, the
+sanity probes and the profile's cells, recorded in the bench history under the recipe's name. A recipe that does
+not come up, gives wrong output or an error, logs a known failure of severity ``fail``, or whose engine reports at
+start that it chose otherwise than the recipe's ``startup`` promises ("runs X, not Y":
+rigforge/recipes/startup.py), in any of its starts, is disqualified with the reason. The verdicts compare one
+value per start (rigforge/recipes/report.py); where one cannot tell, more rounds of the start and the undecided
+recipes run within ``bench.verdicts.decide_budget_s`` (roles/recipes_decide.py). Then the rig runs its starting
+recipe again; with ``--data keep=best`` the recipe judged ``better`` on the primary metric. The report (JSON,
+Markdown, PNG) lands in ``results/<host>/recipes-<stamp>/`` and its table is printed.
 
 While it runs, ``/var/lib/rigforge/recipe-experiment.json`` says so; Ctrl-C or a lost connection leaves it, and
 the next deploy on the rig puts the starting recipe back (roles/takeover.py), saying so. The rig's own record of
 its recipe (/etc/rigforge/profile.json) changes only with keep=best.
 
-The trials run while the deploy executes, as nested operations (as the driver update's rollback does): what a
-trial does depends on how the one before ended. ``--dry`` prints what each recipe would need.
+The trials run while the deploy executes, as nested operations: what a trial does depends on how the one before
+ended. ``--dry`` prints what each recipe would need and the plan: starts, cells and minutes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import deploy, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.exceptions import NestedOperationError
+from pyinfra.facts.server import Command
 
 from rigforge.bench_runs.plan import results_root, run_stamp
 from rigforge.checks.known_failures import find_known_failures
@@ -47,7 +50,8 @@ from rigforge.operations.weights import GB, bytes_to_fetch, hub_size, tool_comma
 from rigforge.profile import Model, Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
-from rigforge.recipes.report import Trial, build_report, report_table, wrong_output
+from rigforge.recipes.report import Trial, build_report, report_table, starts_lines, wrong_output
+from rigforge.recipes.rounds import plan_line as rounds_plan
 from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
 from rigforge.serving.engines import image_ref
@@ -82,7 +86,7 @@ def apply_recipes(settings: RunSettings) -> None:
     names = trial_order(profile, start, settings.recipe_list)
     stamp = run_stamp(datetime.now(timezone.utc))
     plans = {name: profile.with_recipe(name) for name in names}
-    for line in plan_lines(plans, start):
+    for line in [*plan_lines(plans, start), f"recipes: {rounds_plan(profile, names)}"]:
         host.log(line)
     checkpoints_fit(name="Check that every recipe's checkpoint fits on the disk", profiles=list(plans.values()))
     bench.install_client(plans[start])
@@ -196,54 +200,32 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
     # Run with the host in context (rigforge/operations/nested.py): the trials' operations execute at once.
     watch_ctrl_c()
 
-    def run(recipe: Profile, before: Profile | None) -> Trial:
-        return try_recipe(recipe, before, results_dir, connector)
-
-    timings: list[recipes_decide.Timed] = []
-    again: list[recipes_decide.Timed] = []
-    previous: Profile | None = None
-    between = profile.bench.verdicts.start_between_recipes
-    for name in host.loop(names):
-        if stopped_by_ctrl_c(start, f"before {name}"):
-            return False
+    def trying(name: str) -> None:
         managed_file(name=f"Record the trial of {name}", dest=EXPERIMENT_RECORD,
                      content=experiment_record(profile, stamp, start, names, name))
-        timings.append(recipes_decide.timed(run, profile.with_recipe(name), previous))
-        previous = profile.with_recipe(name)
-        trial = timings[-1].trial
-        host.log(f"recipes: {name}: " + (f"DISQUALIFIED: {trial.disqualified}" if trial.disqualified
-                                        else f"measured ({trial.run_dir})"),
-                 logger.warning if trial.disqualified else logger.info)
-        # A B C … A: the start once more at the end (and after every recipe when the profile asks), so the
-        # report sees the start's own drift instead of reading it as a difference between recipes.
-        if name != start and (between or name == names[-1]) and not timings[0].trial.disqualified:
-            if stopped_by_ctrl_c(start, f"before measuring {start} again"):
-                return False
-            again.append(recipes_decide.timed(run, profile.with_recipe(start), previous))
-            previous = profile.with_recipe(start)
+
+    tournament = recipes_decide.Tournament(
+        profile, lambda recipe, before: try_recipe(recipe, before, results_dir, connector),
+        lambda name: stopped_by_ctrl_c(start, f"before a start of {name}"), trying)
+    if not tournament.run(names, stamp):
+        return False
+    policy = RegressionPolicy.from_profile(profile.with_recipe(start))
+    report = build_report(list(tournament.trials.values()), start, policy, (), tournament.rounds)
+    spent = recipes_decide.decide_more(report, tournament, stamp)
     if stopped_by_ctrl_c(start, "after the last trial"):
         return False
-    trials = [item.trial for item in timings]
-    start_again = [item.trial.result for item in again if item.trial.result and not item.trial.disqualified]
-    policy = RegressionPolicy.from_profile(profile.with_recipe(start))
-    measured = [item for item in timings[1:] if item.trial.result is not None and not item.trial.disqualified]
-    spent = [recipes_decide.cost_line(again, measured)] if again else []
-    report = build_report(trials, start, policy, start_again)
-    if any(verdict.repeats_to_decide for verdict in report.verdicts) and profile.bench.verdicts.decide_budget_s:
-        switch = min(item.seconds for item in timings) * 0.5  # a switch and health wait: under half a trial
-        trials, more, previous = recipes_decide.decide_more(report, trials, profile, switch, run, previous)
-        spent += more
-    report = build_report(trials, start, policy, start_again, spent)
+    report = build_report(list(tournament.trials.values()), start, policy, spent, tournament.rounds)
     folder = recipes_decide.write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
-    for line in report_table(report) + ([f"recipes: {report.drift}"] if report.drift else []):
+    for line in report_table(report) + [f"recipes: {line[2:]}" for line in starts_lines(report)]:
         host.log(line)
     for line in report.spent:
         host.log(f"recipes: {line}")
     final = report.best if keep == "best" and report.best else start
     settle(profile, final, start, stamp)
     kept = f"kept {final}, judged better than {start}" if final != start else f"back on {start}"
-    host.log(f"recipes: {len(report.passed)} of {len(trials)} measured, "
-             f"{len(trials) - len(report.passed)} disqualified; {kept}; report in {folder}")
+    host.log(f"recipes: {len(report.passed)} of {len(report.trials)} measured, "
+             f"{len(report.trials) - len(report.passed)} disqualified; {len(tournament.seconds)} engine starts in "
+             f"{sum(tournament.seconds) / 60:.1f} min; {kept}; report in {folder}")
     return bool(report.passed)
 
 
@@ -294,8 +276,11 @@ def try_recipe(profile: Profile, previous: Profile | None, results_dir: Path, co
             return Trial(**about, disqualified=f"could not get {step} onto the rig (see the error above)")
     if profile.engine.native is None:
         about.update(image=image_ref(profile), image_git_refs=rig_git_refs(host, profile))
+    before = host.get_fact(Command, command=service.ENGINE_START_ID)
     try:
         service.apply_service(profile, settled=False)
+        if host.get_fact(Command, command=service.ENGINE_START_ID) == before:  # nothing changed: the same start
+            service.fresh_start(profile, f"a new start of {name}")
     except NestedOperationError:
         return Trial(**about, disqualified="did not come up: " + failure_reason(window, "no known failure in its "
                                                                                   "journal; see its last lines above"))

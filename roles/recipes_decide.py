@@ -1,143 +1,150 @@
-"""The recipe tournament's extra measurements — the start measured again (its drift), and more repeats of the
-primary cell where a verdict could not tell, within the profile's ``bench.verdicts.decide_budget_s`` — and its
-report files.
+"""The recipe tournament's rounds of engine starts, the extra rounds where a verdict could not tell (within the
+profile's ``bench.verdicts.decide_budget_s``), and its report files.
 
-Called by roles/recipes.py while the experiment executes (nested operations); the pure parts (which cell, how
-many repeats fit, merging them into a result) are plain functions.
+Called by roles/recipes.py while the experiment executes (nested operations): every start of a recipe is a trial
+(switch, a fresh engine start, health wait, probes and bench); its result joins the recipe's earlier starts, and a
+start that fails disqualifies the recipe, naming the start. The order of the rounds is rigforge/recipes/rounds.py's.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import math
+import statistics
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger
 
-from rigforge.bench.config import COMPLETIONS, CellKind
+from rigforge.bench_runs.starts import minutes
 from rigforge.profile import Profile
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.quality_plot import render_quality_plot
 from rigforge.recipes.report import Report, Trial, report_json, report_markdown
+from rigforge.recipes.rounds import round_orders
 from rigforge.updates.verdict import CANNOT_TELL
 
-#: A trial runner: (recipe profile, the recipe before it) -> the trial.
+#: A trial runner: (recipe profile, the recipe before it) -> the trial of one engine start.
 TryRecipe = Callable[[Profile, Profile | None], Trial]
 
 
-@dataclass(frozen=True)
-class Timed:
-    """A trial and how long it took (switch, health wait, probes and bench), in seconds."""
+def add_start(trial: Trial | None, start: Trial, number: int) -> Trial:
+    """A recipe's trial with one more engine start: its result joins the earlier ones; a start that failed
+    disqualifies the recipe, naming which start it was (its other starts measured it, so it comes up at times).
 
-    trial: Trial
-    seconds: float
-
-
-def timed(try_recipe: TryRecipe, profile: Profile, previous: Profile | None) -> Timed:
-    """Run one trial and time it."""
-    started = time.monotonic()
-    trial = try_recipe(profile, previous)
-    return Timed(trial, time.monotonic() - started)
-
-
-def cost_line(again: list[Timed], recipes: list[Timed]) -> str:
-    """What measuring the start again cost, beside one recipe's bench (the acceptance's yardstick).
-
-    >>> t = lambda s: Timed(Trial("r", "d", "s"), s)
-    >>> cost_line([t(50.0)], [t(60.0), t(40.0)])
-    'the start measured again: 1 bench, 50 s in all; one recipe took 50 s on average'
+    >>> first = Trial("r", "d", "s", {"cells": []}, "run/1")
+    >>> len(add_start(first, Trial("r", "d", "s", {"cells": []}, "run/2"), 2).starts)
+    2
+    >>> add_start(first, Trial("r", "d", "s", None, None, "did not come up: x"), 2).disqualified
+    'start 2: did not come up: x'
     """
-    spent = sum(item.seconds for item in again)
-    mean = sum(item.seconds for item in recipes) / len(recipes) if recipes else math.nan
-    return (f"the start measured again: {len(again)} bench{'es' if len(again) != 1 else ''}, {spent:.0f} s in all; "
-            f"one recipe took {mean:.0f} s on average")
+    if trial is None:
+        return start
+    if trial.disqualified:
+        return trial
+    if start.disqualified or start.result is None:
+        return replace(trial, disqualified=f"start {number}: {start.disqualified or 'no result'}")
+    return replace(trial, later=(*trial.later, start.result))
 
 
-def primary_bench(profile: Profile, repeats: int) -> Profile:
-    """``profile`` benching only its primary cell, ``repeats`` times (no floors, no extra cells): more repeats
-    of the one number that decides, not a new verdict on the others (nor a new quality pass)."""
-    primary = profile.bench.primary
-    bench = profile.bench.model_copy(update={
-        "concurrency": [primary.concurrency], "input_tokens": [primary.input_tokens], "repeats": repeats,
-        "floors": [], "extra_cells": [], "quality": profile.bench.quality.model_copy(update={"enabled": False})})
-    return profile.model_copy(update={"bench": bench})
+@dataclass
+class Tournament:
+    """The recipes' starts so far, measured one after the other on the rig.
 
-
-def with_more_repeats(result: Mapping[str, Any], extra: Mapping[str, Any], key: tuple[int, int]) -> dict[str, Any]:
-    """``result`` with the repeats of ``extra``'s cell ``key`` (concurrency, input tokens) added to its own.
-
-    >>> cell = lambda *v: {"concurrency": 1, "input_tokens": 128, "status": "ok", "repeats": [{"x": x} for x in v]}
-    >>> with_more_repeats({"cells": [cell(1, 2)]}, {"cells": [cell(3)]}, (1, 128))["cells"][0]["repeats"]
-    [{'x': 1}, {'x': 2}, {'x': 3}]
-    """
-    merged = copy.deepcopy(dict(result))
-    found = [cell for cell in extra.get("cells", []) if (cell["concurrency"], cell["input_tokens"]) == key
-             and cell.get("status") == "ok" and CellKind.of(cell) == COMPLETIONS]
-    for cell in merged.get("cells", []):
-        if (cell["concurrency"], cell["input_tokens"]) == key and CellKind.of(cell) == COMPLETIONS and found:
-            cell["repeats"] = [*(cell.get("repeats") or []), *(found[0].get("repeats") or [])]
-    return merged
-
-
-def affordable_repeats(wanted: int, budget_left: float, cell_seconds: float, switch_seconds: float) -> int:
-    """How many of ``wanted`` repeats fit in what is left of the budget, after the switch to the recipe.
-
-    >>> affordable_repeats(6, 60.0, 5.0, 20.0), affordable_repeats(6, 10.0, 5.0, 20.0)
-    (5, 0)
-    """
-    per_repeat = cell_seconds * 1.5  # the window plus its warm-up and the client's start
-    return max(0, min(wanted, int((budget_left - switch_seconds) // per_repeat)))
-
-
-def decide_more(report: Report, trials: list[Trial], profile: Profile, switch_seconds: float,
-                try_recipe: TryRecipe, previous: Profile | None) -> tuple[list[Trial], list[str], Profile | None]:
-    """Measure more repeats of the primary cell for each recipe the report cannot tell about, while the
-    profile's budget lasts; the trials with the repeats merged in, what was spent, and the rig's recipe now.
-
-    + report: the report before more repeats
-    + trials: its trials (the start first)
     + profile: the rig's profile, no recipe applied
-    + switch_seconds: what a switch to a recipe and its health wait cost (measured on this run)
-    + try_recipe: the runner of one trial
-    + previous: the recipe the rig runs now
+    + try_recipe: measures one start of a recipe
+    + stopped: asked before each start (the recipe's name); True stops the tournament (Ctrl-C)
+    + trying: called before each start with the recipe's name (the experiment record says it)
     """
-    budget = float(profile.bench.verdicts.decide_budget_s)
-    primary = profile.bench.primary
-    verdicts = {verdict.recipe: verdict for verdict in report.verdicts}
-    spent, lines, trials = 0.0, [], list(trials)
-    for index, trial in enumerate(trials):
-        verdict = verdicts[trial.recipe]
-        if verdict.verdict != CANNOT_TELL or not verdict.repeats_to_decide or trial.result is None:
-            continue
-        have = profile.bench.repeats
-        repeats = affordable_repeats(verdict.repeats_to_decide - have, budget - spent, profile.bench.cell_seconds,
-                                     switch_seconds)
-        if repeats < 1:
-            lines.append(f"{trial.recipe}: about {verdict.repeats_to_decide} repeats a side would decide; "
-                         f"{budget - spent:.0f} s of the budget left is too little")
-            continue
-        chosen = primary_bench(profile.with_recipe(trial.recipe), repeats)
-        started = time.monotonic()
-        extra = try_recipe(chosen, previous)
-        took = time.monotonic() - started
-        spent += took
-        previous = chosen
-        if extra.result is None or extra.disqualified:
-            lines.append(f"{trial.recipe}: {repeats} more repeats failed ({extra.disqualified}), {took:.0f} s")
-            continue
-        merged = with_more_repeats(trial.result, extra.result, (primary.concurrency, primary.input_tokens))
-        trials[index] = replace(trial, result=merged)
-        lines.append(f"{trial.recipe}: {repeats} more repeats of C={primary.concurrency} in={primary.input_tokens}, "
-                     f"{took:.0f} s")
-        host.log(f"recipes: {trial.recipe}: {repeats} more repeats of the primary cell ({took:.0f} s)", logger.info)
-    if lines:
-        lines.append(f"spent {spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s)")
-    return trials, lines, previous
+
+    profile: Profile
+    try_recipe: TryRecipe
+    stopped: Callable[[str], bool]
+    trying: Callable[[str], None]
+    trials: dict[str, Trial] = field(default_factory=dict)
+    rounds: list[list[str]] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # each start's wall time: switch, start, health, bench
+    previous: Profile | None = None
+
+    def measure(self, name: str) -> bool:
+        """One start of ``name``, added to its trial; False when stopped before it."""
+        if self.stopped(name):
+            return False
+        self.trying(name)
+        number = len(self.trials[name].starts) + 1 if name in self.trials else 1
+        recipe = self.profile.with_recipe(name)
+        began = time.monotonic()
+        start = self.try_recipe(recipe, self.previous)
+        self.seconds.append(time.monotonic() - began)
+        self.previous = recipe
+        self.trials[name] = add_start(self.trials.get(name), start, number)
+        self.rounds[-1].append(name)
+        host.log(f"recipes: {name}, start {number}: " + (f"DISQUALIFIED: {start.disqualified}" if start.disqualified
+                                                         else f"measured ({start.run_dir})"),
+                 logger.warning if start.disqualified else logger.info)
+        return True
+
+    def run_round(self, names: list[str]) -> bool:
+        """One start of each recipe in ``names`` still measured, in that order; False when stopped."""
+        self.rounds.append([])
+        for name in names:
+            if name in self.trials and self.trials[name].disqualified:
+                continue
+            if not self.measure(name):
+                return False
+        return True
+
+    def run(self, names: list[str], seed: str) -> bool:
+        """The profile's rounds (k starts of each recipe, interleaved); a start that cannot be measured in round 1
+        ends the tournament there (nothing to compare with). False when stopped."""
+        orders = round_orders(names, self.profile.bench.verdicts.starts, seed)
+        host.log(f"recipes: {len(orders)} rounds, rounds 2.. shuffled with seed {seed}: "
+                 + "; ".join(" ".join(order) for order in orders))
+        for number, order in enumerate(orders, start=1):
+            if number > 1 and self.trials[names[0]].disqualified:
+                break
+            if not self.run_round(order):
+                return False
+        return True
+
+    @property
+    def start_seconds(self) -> float:
+        """What one start cost on this run (the median of those measured)."""
+        return statistics.median(self.seconds) if self.seconds else 0.0
+
+
+def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
+    """Rounds of more starts of the starting recipe and each recipe the report cannot tell about, while the
+    profile's budget lasts (each round shuffled); what was spent, in words.
+
+    + report: the report of the rounds so far
+    + tournament: the tournament that measured them (more starts join its trials)
+    + seed: the shuffle's seed (the experiment's stamp)
+    """
+    budget = float(tournament.profile.bench.verdicts.decide_budget_s)
+    undecided = [verdict for verdict in report.verdicts if verdict.verdict == CANNOT_TELL and verdict.starts_to_decide]
+    if not undecided or budget <= 0:
+        return []
+    names = [report.start, *(verdict.recipe for verdict in undecided)]
+    have = len(tournament.trials[report.start].starts)
+    # At least one more round: a verdict sized at this many starts may still be short of them.
+    wanted = max(1, max(verdict.starts_to_decide or 0 for verdict in undecided) - have)
+    per_round = tournament.start_seconds * len(names)
+    affordable = int(budget // per_round) if per_round else 0
+    said = (f"{', '.join(names[1:])}: about {wanted + have} starts a side would decide; a round of {len(names)} "
+            f"starts costs about {minutes(per_round)} here")
+    if affordable < 1:
+        return [f"{said}, more than the {budget:.0f} s budget (bench.verdicts.decide_budget_s)"]
+    began, rounds = time.monotonic(), 0
+    for order in round_orders(names, min(wanted, affordable) + 1, f"{seed}-more")[1:]:
+        if time.monotonic() - began + per_round > budget or not tournament.run_round(order):
+            break
+        rounds += 1
+    spent = time.monotonic() - began
+    return [f"{said}: measured {rounds} more round{'s' if rounds != 1 else ''} ({rounds * len(names)} starts), "
+            f"{spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s)"]
 
 
 def write_report(report: Any, folder: Path, host_name: str, stamp: str) -> Path:

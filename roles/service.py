@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import files
+from pyinfra.operations import files, server
 
 from rigforge.context import current_profile
 from rigforge.known_failures import match, signature_data
@@ -47,6 +47,8 @@ DROPIN_DIR = f"{UNIT_PATH}.d"
 DROPIN_PATH = f"{DROPIN_DIR}/inputs.conf"
 WAIT_SCRIPT = "/opt/rigforge/bin/rigforge-wait-healthy"
 MATCHER_SOURCE = Path(match.__file__)
+#: The engine unit's current InvocationID (empty when it is not running): a new one is a new engine start.
+ENGINE_START_ID = f"systemctl show -p InvocationID --value {UNIT_NAME}"
 
 
 def render_unit(profile: Profile) -> str:
@@ -131,6 +133,20 @@ def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
     if settled:
         managed.absent(name=f"Remove the record of a recipe experiment cut short ({EXPERIMENT_RECORD})",
                        path=EXPERIMENT_RECORD)
+
+
+def fresh_start(profile: Profile, why: str) -> None:
+    """Restart the engine and wait until it answers healthy: a new engine start although nothing it starts from
+    changed (a tournament's next round, a driver update's next measured start). The health wait keeps the start's
+    own lines, as after any start (templates/service/wait-healthy.sh.j2).
+
+    + profile: the profile served (its health address and timeout)
+    + why: the operation's name says it (e.g. "start 2 of 3 of default")
+    """
+    server.shell(name=f"Start {UNIT_NAME} afresh ({why})",
+                 commands=[f"systemctl restart {shlex.quote(UNIT_NAME)}",
+                           shlex.join(["sh", WAIT_SCRIPT, UNIT_NAME, health_url(profile),
+                                       str(profile.engine.health_timeout_s)])])
 
 
 def say_engine_env_overrides(profile: Profile) -> None:

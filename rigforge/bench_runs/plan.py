@@ -60,6 +60,8 @@ class RigVersions:
     + image_git_refs: the git refs the image was built from: build arg -> repository, ref as named, commit
     + weights_revision / weights_origin: from the weights manifest the weights role wrote
     + weights_sha256: file name -> sha256 from that manifest
+    + engine_start: the engine unit's InvocationID: which engine start was measured (a driver update reuses a
+      recent baseline only of as many distinct starts as ``bench.verdicts.starts``)
     """
 
     driver_version: str | None = None
@@ -72,6 +74,7 @@ class RigVersions:
     weights_revision: str | None = None
     weights_origin: str | None = None
     weights_sha256: dict[str, str] = field(default_factory=dict)
+    engine_start: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ def run_metadata(profile: Profile, host_name: str, versions: RigVersions) -> dic
         "cuda_driver_version": versions.cuda_driver_version,
         "kernel": versions.kernel,
         "cuda_toolkit": profile.cuda.version if profile.cuda else None,
+        "engine_start": versions.engine_start,
     }
     metadata.update(engine_metadata(profile, versions))
     metadata.update(model_metadata(profile, versions))

@@ -56,9 +56,12 @@ class Verdicts(StrictModel):
 
     # The chance of any false better/worse claim in one comparison (A against B).
     false_claim_rate: Annotated[float, Field(gt=0, le=0.2)]
-    # Measure the starting recipe again between recipes too, not only at the end (A B A C A ...).
-    start_between_recipes: bool
-    # Seconds a tournament may spend measuring more repeats of the primary cell where a verdict cannot tell.
+    # Engine starts a side: each start is measured (its own warm-up and repeats) and gives one value; the
+    # start-to-start spread decides (rigforge/recipes/rounds.py interleaves them in a tournament).
+    starts: Annotated[int, Field(ge=1, le=20)]
+    # Seconds one engine start takes until it answers healthy on this rig: what the plan's cost counts per start.
+    engine_start_s: Annotated[int, Field(ge=0)]
+    # Seconds a tournament may spend on more starts where a verdict cannot tell.
     decide_budget_s: Annotated[int, Field(ge=0)]
 
 

@@ -1,4 +1,4 @@
-"""The cells of a recipe experiment's results: which cell, its numbers, the primary metric and the start's drift.
+"""The cells of a recipe experiment's results: which cell, its numbers, the primary over engine starts.
 
 Pure functions over bench results (``result.json``), used by rigforge.recipes.report and its plot.
 
@@ -9,11 +9,12 @@ Example::
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rigforge.bench.config import COMPLETIONS, CellKind
-from rigforge.updates.comparison import METRICS, Metric, RegressionPolicy, cell_value, drift_percent, repeat_values
+from rigforge.updates.comparison import METRICS, Metric, RegressionPolicy, cell_value, repeat_values
 
 #: A cell of a result: its kind (completions, chat…), concurrency and prompt length.
 Key = tuple[CellKind, int, int]
@@ -45,17 +46,24 @@ def _fmt(value: float | None) -> str:
 
 
 def measured_value(result: Mapping[str, Any] | None, name: str, key: Key) -> float | None:
-    """The median over repeats of one metric in one cell of a result (None: not measured or failed)."""
+    """One start's value of one metric in one cell (the geometric mean of its repeats; None: not measured or
+    failed)."""
     cell = _cell(result or {}, key)
     return cell_value(cell, metric(name)) if cell else None
 
 
-def primary_value(result: Mapping[str, Any], policy: RegressionPolicy) -> float | None:
-    """The median of the profile's primary metric in its cell (None: no primary, or not measured)."""
+def over_starts(results: Sequence[Mapping[str, Any]], name: str, key: Key) -> float | None:
+    """The median over engine starts of each start's value (None: no start measured it)."""
+    values = [value for value in (measured_value(result, name, key) for result in results) if value is not None]
+    return statistics.median(values) if values else None
+
+
+def primary_value(results: Sequence[Mapping[str, Any]], policy: RegressionPolicy) -> float | None:
+    """The profile's primary metric in its cell over these starts (None: no primary, or not measured)."""
     if policy.primary is None:
         return None
-    return measured_value(result, policy.primary.metric,
-                          (COMPLETIONS, policy.primary.concurrency, policy.primary.input_tokens))
+    return over_starts(results, policy.primary.metric,
+                       (COMPLETIONS, policy.primary.concurrency, policy.primary.input_tokens))
 
 
 def primary_label(policy: RegressionPolicy) -> str:
@@ -63,17 +71,6 @@ def primary_label(policy: RegressionPolicy) -> str:
     if policy.primary is None:
         return ""
     return f"{metric(policy.primary.metric).label} C={policy.primary.concurrency} in={policy.primary.input_tokens}"
-
-
-def drift_line(start: Mapping[str, Any] | None, again: Sequence[Mapping[str, Any]], policy: RegressionPolicy) -> str:
-    """The start's own drift on the primary between its first run and each later one, in words."""
-    if policy.primary is None or start is None or not again:
-        return ""
-    key = (COMPLETIONS, policy.primary.concurrency, policy.primary.input_tokens)
-    chosen = metric(policy.primary.metric)
-    drifts = [drift_percent(_cell(start, key), _cell(run, key), chosen) for run in again]
-    shown = ", ".join(DASH if drift is None else f"{drift:+.1f} %" for drift in drifts)
-    return f"the start measured again: {primary_label(policy)} moved {shown} from its first run"
 
 
 def decode_c1(result: Mapping[str, Any]) -> float | None:

@@ -1,5 +1,5 @@
 """The recipe experiment's PNG: per cell, each recipe's decode tok/s per user and output tok/s (median bars,
-whiskers spanning every repeat, the start's runs pooled), claims marked."""
+whiskers spanning every repeat of every engine start), claims marked."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rigforge.recipes.cells import Key, repeats_of
-from rigforge.recipes.report import TABLE_METRICS, Report, claim_cell, measured_value, metric, where
+from rigforge.recipes.cells import Key, over_starts, repeats_of
+from rigforge.recipes.report import TABLE_METRICS, Report, claim_cell, metric, where
 
 
 def spread(results: Sequence[Mapping[str, Any] | None], name: str, key: Key, middle: float) -> tuple[float, float]:
@@ -19,9 +19,12 @@ def spread(results: Sequence[Mapping[str, Any] | None], name: str, key: Key, mid
     >>> from rigforge.bench.config import COMPLETIONS
     >>> spread([run], "output_tps", (COMPLETIONS, 1, 128), 10.0)
     (1.0, 2.0)
+    >>> spread([run], "output_tps", (COMPLETIONS, 1, 128), 12.5)
+    (3.5, 0.0)
     """
     values = [value for result in results for value in repeats_of(result, name, key)]
-    return (middle - min(values), max(values) - middle) if values else (0.0, 0.0)
+    # max(0, …): the middle is a geometric mean, which can sit a rounding error past its only repeat.
+    return (max(0.0, middle - min(values)), max(0.0, max(values) - middle)) if values else (0.0, 0.0)
 
 
 def render_report_plot(report: Report, png: Path, title: str) -> Path:
@@ -44,8 +47,8 @@ def render_report_plot(report: Report, png: Path, title: str) -> Path:
         label = metric(name)
         for index, trial in enumerate(measured):
             xs = [cell + (index - (len(measured) - 1) / 2) * width for cell in range(len(report.cells))]
-            values = [measured_value(trial.result, name, key) or 0.0 for key in report.cells]
-            runs = [trial.result, *(report.again if trial.recipe == report.start else ())]
+            values = [over_starts(trial.starts, name, key) or 0.0 for key in report.cells]
+            runs = list(trial.starts)
             whiskers = [spread(runs, name, key, value) for key, value in zip(report.cells, values, strict=True)]
             axes.bar(xs, values, width=width, label=trial.recipe,
                      yerr=[[low for low, _ in whiskers], [high for _, high in whiskers]], capsize=3)

@@ -2,9 +2,9 @@
 what the rig measured, and why the disqualified ones were.
 
 Pure functions of the trials (the results the bench wrote, as ``results/<host>/<stamp>/result.json`` holds
-them); ``rigforge.recipes.plot`` draws the PNG. The verdict of a recipe against the starting one is the driver
-update's noise-aware comparison (rigforge/updates/comparison.py) under the profile's
-``bench.regression_tolerance``, plus one question that comparison does not ask: is it *better* beyond the noise?
+them, one per engine start); ``rigforge.recipes.plot`` draws the PNG. The verdict of a recipe against the starting
+one is the driver update's comparison (rigforge/updates/comparison.py) of one value per engine start a side, under
+the profile's ``bench.regression_tolerance``: the start-to-start spread decides, and one start a side cannot tell.
 
 Example::
 
@@ -26,9 +26,9 @@ from rigforge.recipes.cells import (
     _fmt,
     cell_key,
     decode_c1,
-    drift_line,
     measured_value,
     metric,
+    over_starts,
     primary_label,
     primary_value,
     where,
@@ -70,6 +70,12 @@ class Trial:
     claims: tuple[Mapping[str, Any], ...] = ()
     image: str | None = None
     image_git_refs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    later: tuple[Mapping[str, Any], ...] = ()  # the results of its later engine starts (rounds 2..k, extra ones)
+
+    @property
+    def starts(self) -> tuple[Mapping[str, Any], ...]:
+        """Every start's result, in the order measured (empty when it never measured)."""
+        return (self.result, *self.later) if self.result is not None else ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ class RecipeVerdict:
     detail: str
     decode_c1: float | None = None
     primary: float | None = None  # the primary metric's median in the primary cell
-    repeats_to_decide: int | None = None  # cannot tell: about how many repeats a side of the primary would decide
+    starts_to_decide: int | None = None  # cannot tell: about how many starts a side would decide
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,10 @@ class Report:
     verdicts: tuple[RecipeVerdict, ...]
     best: str | None
     cells: tuple[Key, ...] = field(default=())
-    again: tuple[Mapping[str, Any], ...] = ()  # the start measured again (at the end; between recipes)
     primary: str = ""  # "decode C=1 in=128" (the profile's bench.primary)
-    drift: str = ""  # the start's own drift on the primary, in words
-    spent: tuple[str, ...] = ()  # what more repeats were measured where a verdict could not tell, and their cost
+    spent: tuple[str, ...] = ()  # what more starts were measured where a verdict could not tell, and their cost
+    rounds: tuple[tuple[str, ...], ...] = ()  # the recipes of each round, in the order measured
+    per_start: tuple[tuple[str, tuple[float | None, ...]], ...] = ()  # recipe -> its primary in each start
 
     @property
     def passed(self) -> tuple[str, ...]:
@@ -102,70 +108,75 @@ class Report:
         return tuple(trial.recipe for trial in self.trials if trial.result is not None and not trial.disqualified)
 
 
-def judge_recipe(start: Mapping[str, Any], trial: Trial, policy: RegressionPolicy,
-                 again: Sequence[Mapping[str, Any]] = ()) -> RecipeVerdict:
-    """The verdict of one measured recipe against the starting recipe's runs (``again``: its later runs)."""
+def judge_recipe(start: Sequence[Mapping[str, Any]], trial: Trial, policy: RegressionPolicy) -> RecipeVerdict:
+    """The verdict of one measured recipe against the starting recipe, one value per engine start a side."""
     assert trial.result is not None
-    comparison: Comparison = compare(start, trial.result, policy, again)
+    comparison: Comparison = compare(list(start), list(trial.starts), policy)
     primary = next((row for row in comparison.cells if row.primary), None)
     deciding = comparison.deciding_cell()
     detail = deciding.describe() if deciding else "no judged cell to compare"
     return RecipeVerdict(trial.recipe, comparison.verdict, detail, decode_c1(trial.result),
-                         primary_value(trial.result, policy), primary.repeats_to_decide if primary else None)
+                         primary_value(trial.starts, policy), primary.starts_to_decide if primary else None)
 
 
-def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy,
-                 again: Sequence[Mapping[str, Any]] = (), spent: Sequence[str] = ()) -> Report:
+def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy, spent: Sequence[str] = (),
+                 rounds: Sequence[Sequence[str]] = ()) -> Report:
     """Every trial judged against the starting recipe's runs; the best is the recipe judged ``better`` with the
     best primary number (only the primary metric can make a recipe better).
 
     + trials: the recipes tried, the start among them
     + start: the starting recipe's name
     + policy: ``RegressionPolicy.from_profile(profile)``
-    + again: the start's later results (measured again at the end, and between recipes)
-    + spent: what more repeats were measured where a verdict could not tell (lines for the report)
+    + spent: what more starts were measured where a verdict could not tell (lines for the report)
+    + rounds: the recipes of each round in the order measured (roles/recipes.py)
     """
     by_name = {trial.recipe: trial for trial in trials}
-    start_result = by_name[start].result if start in by_name and not by_name[start].disqualified else None
-    again = tuple(result for result in again if result) if start_result is not None else ()
+    start_starts = by_name[start].starts if start in by_name and not by_name[start].disqualified else ()
     verdicts = []
     for trial in trials:
         if trial.disqualified:
             verdicts.append(RecipeVerdict(trial.recipe, DISQUALIFIED, trial.disqualified))
         elif trial.recipe == start:
             verdicts.append(RecipeVerdict(trial.recipe, START, "the recipe the rig started on",
-                                          decode_c1(trial.result or {}), primary_value(trial.result or {}, policy)))
-        elif start_result is None:
+                                          decode_c1(trial.result or {}), primary_value(trial.starts, policy)))
+        elif not start_starts:
             verdicts.append(RecipeVerdict(trial.recipe, CANNOT_TELL, "no measured starting recipe to compare with",
                                           decode_c1(trial.result or {})))
         else:
-            verdicts.append(veto(judge_recipe(start_result, trial, policy, again), trial.result))  # quality vetoes
+            verdicts.append(veto(judge_recipe(start_starts, trial, policy), trial.result))  # quality vetoes
     better = [verdict for verdict in verdicts if verdict.verdict == BETTER and verdict.primary is not None]
     higher = policy.primary is None or metric(policy.primary.metric).higher_is_better
     best = max(better, key=lambda verdict: (verdict.primary or 0.0) * (1 if higher else -1)).recipe if better else None
     cells = sorted({cell_key(cell) for trial in trials if trial.result for cell in trial.result.get("cells", [])},
                    key=lambda key: (*key[0].order, key[1], key[2]))
-    return Report(tuple(trials), start, tuple(verdicts), best, tuple(cells), again, primary_label(policy),
-                  drift_line(start_result, again, policy), tuple(spent))
+    per_start = tuple((trial.recipe, tuple(primary_value([result], policy) for result in trial.starts))
+                      for trial in trials)
+    return Report(tuple(trials), start, tuple(verdicts), best, tuple(cells), primary_label(policy), tuple(spent),
+                  tuple(tuple(names) for names in rounds), per_start)
+
+
+def starts_lines(report: Report) -> list[str]:
+    """The rounds as measured and each recipe's primary in each of its starts: the spread the verdicts weigh."""
+    lines = [f"- round {number}: {' '.join(names)}" for number, names in enumerate(report.rounds, start=1)]
+    for recipe, values in report.per_start:
+        if values:
+            lines.append(f"- {recipe}: {report.primary or 'primary'} per start: " + ", ".join(map(_fmt, values)))
+    return lines
 
 
 def report_table(report: Report) -> list[str]:
-    """Recipes × cells (decode tok/s per user / output tok/s, medians over repeats) and each one's verdict."""
+    """Recipes × cells (decode tok/s per user / output tok/s, the median over a recipe's starts of each start's
+    value) and each one's verdict."""
     heads = [where(key) for key in report.cells]
     lines = ["| recipe | " + " | ".join(heads) + " | verdict against " + report.start + " |",
              "|---|" + "---|" * len(heads) + "---|"]
     verdicts = {verdict.recipe: verdict for verdict in report.verdicts}
     for trial in report.trials:
-        values = [" / ".join(_fmt(measured_value(trial.result, name, key)) for name in TABLE_METRICS)
+        values = [" / ".join(_fmt(over_starts(trial.starts, name, key)) for name in TABLE_METRICS)
                   for key in report.cells]
         verdict = verdicts[trial.recipe]
         why = f"{verdict.verdict}: {short(verdict.detail)}" if verdict.verdict != START else START
         lines.append(f"| {trial.recipe} | " + " | ".join(values) + f" | {why.replace('|', '/')} |")
-    for number, result in enumerate(report.again, start=1):
-        values = [" / ".join(_fmt(measured_value(result, name, key)) for name in TABLE_METRICS)
-                  for key in report.cells]
-        lines.append(f"| {report.start} (again, {number}) | " + " | ".join(values) + " | the start measured again: "
-                     "its runs are pooled, their drift is noise |")
     return lines
 
 
@@ -198,7 +209,7 @@ def claims_table(report: Report) -> list[str]:
     for trial in report.trials:
         for claim in trial.claims:
             key = claim_cell(claim, report.cells)
-            here = measured_value(trial.result, claim["metric"], key) if key else None
+            here = over_starts(trial.starts, claim["metric"], key) if key else None
             label = metric(claim["metric"])
             cell = f"C={claim['concurrency']}" + (f" in={claim['input_tokens']}" if claim.get("input_tokens") else "")
             ratio = f"{here / claim['value']:.2f}" if here is not None and claim["value"] else DASH
@@ -210,16 +221,18 @@ def claims_table(report: Report) -> list[str]:
 
 def report_markdown(report: Report, host: str, stamp: str) -> str:
     """The whole report: the table, the claims, the disqualified ones with why, the best recipe."""
-    lines = [f"# Recipe experiment on {host}, {stamp}", "", f"Started on **{report.start}**; medians over the "
-             "bench's repeats, decode tok/s per user / output tok/s. Verdicts (docs/bench.md#verdicts): better "
-             f"only on the primary metric ({report.primary or 'none declared'}), significant across the repeats, "
-             "beyond its tolerance and the noise; worse (regression) on any judged metric the same way; same when "
-             "the primary is surely inside its tolerance; cannot tell otherwise.", ""]
+    lines = [f"# Recipe experiment on {host}, {stamp}", "", f"Started on **{report.start}**; each recipe measured "
+             "in its own engine starts (interleaved rounds), the median over its starts of each start's value (the "
+             "geometric mean of its repeats), decode tok/s per user / output tok/s. Verdicts "
+             "(docs/bench.md#verdicts) compare one value per start: better only on the primary metric "
+             f"({report.primary or 'none declared'}), significant across the starts, beyond its tolerance and the "
+             "noise; worse (regression) on any judged metric the same way; same when the primary is surely inside its "
+             "tolerance; cannot tell otherwise.", ""]
     lines += report_table(report)
-    if report.drift:
-        lines += ["", f"Drift: {report.drift}."]
+    if report.per_start:
+        lines += ["", "## Engine starts", ""] + starts_lines(report)
     if report.spent:
-        lines += ["", "## More repeats where a verdict could not tell", ""] + [f"- {line}" for line in report.spent]
+        lines += ["", "## More starts where a verdict could not tell", ""] + [f"- {line}" for line in report.spent]
     if any(trial.claims for trial in report.trials):
         lines += ["", "## Claimed beside measured", ""] + claims_table(report)
     lines += ["", "## Images", ""] + [f"- **{trial.recipe}**: {image_line(trial)}" for trial in report.trials]
@@ -247,17 +260,17 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
     """The report as data (report.json): trials with where their results are, verdicts, the best."""
     return {
         "host": host, "stamp": stamp, "start": report.start, "best": report.best, "primary": report.primary,
-        "cells": [where(key) for key in report.cells], "drift": report.drift, "more_repeats": list(report.spent),
-        "start_again": [{where(key): {name: measured_value(result, name, key) for name in TABLE_METRICS}
-                         for key in report.cells} for result in report.again],
+        "cells": [where(key) for key in report.cells], "more_starts": list(report.spent),
+        "rounds": [list(names) for names in report.rounds],
         "recipes": [{"recipe": trial.recipe, "description": trial.description, "source": trial.source,
                      "run_dir": trial.run_dir, "disqualified": trial.disqualified or None,
                      "claims": [dict(claim) for claim in trial.claims],
                      "image": trial.image,
                      "image_git_refs": {arg: dict(ref) for arg, ref in trial.image_git_refs.items()},
                      "quality": ((trial.result or {}).get("quality") or {}).get("against_reference"),
-                     "measured": {where(key): {name: measured_value(trial.result, name, key) for name in TABLE_METRICS}
+                     "measured": {where(key): {name: over_starts(trial.starts, name, key) for name in TABLE_METRICS}
                                   for key in report.cells},
+                     "primary_per_start": list(dict(report.per_start).get(trial.recipe, ())),
                      **{key: value for key, value in asdict(verdict).items() if key != "recipe"}}
                     for trial, verdict in zip(report.trials, report.verdicts, strict=True)],
     }

@@ -1,13 +1,14 @@
-"""A driver update's evidence on the controller: which bench was the baseline, which came after, the
-comparison (``rigforge.updates.comparison``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
-beside the run folders, with ``comparison.md`` and ``comparison.png`` in the after-bench's folder.
+"""A driver update's evidence on the controller: which benches were the baseline (``bench.verdicts.starts``
+engine starts on the old driver), which came after (as many starts on the new one), the comparison of one value
+per start a side (``rigforge.updates.comparison``) and the verdict, kept as ``results/<host>/updates/<stamp>.json``
+beside the run folders, with ``comparison.md`` and ``comparison.png`` in the last after-bench's folder.
 
 The rollout (``python -m rigforge.updates.rollout``) reads these records to build its fleet table.
 
 Example::
 
     record = judge_update(Path("results"), "rig2x-a", profile, "590.48.01", "595.45.04",
-                          "20261123T040000Z", baseline=None, rollback=False)
+                          "20261123T040000Z", baselines=None, rollback=False)
     print("\\n".join(record.report_lines()))
 """
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+import statistics
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,9 @@ class UpdateRecord:
     decode_after: float | None
     verdict: str
     summary: str
-    apart: str = ""  # how far apart the two benches were, and what that allows
+    apart: str = ""  # how far apart the two sides were, and what the comparison cannot see
+    baselines: list[str] = field(default_factory=list)  # every start's run folder before (baseline: the first)
+    afters: list[str] = field(default_factory=list)  # every start's run folder after (after: the last)
 
     @property
     def regressed(self) -> bool:
@@ -71,7 +75,9 @@ class UpdateRecord:
         change = f"{self.change_pct:+.1f} %" if self.change_pct is not None else "n/a"
         return [f"driver {what} on {self.host}: {self.driver_before} -> {self.driver_after}; decode C=1 "
                 f"{_number(self.decode_before)} -> {_number(self.decode_after)} tok/s ({change}); "
-                f"verdict: {self.verdict}", self.summary, f"baseline {self.baseline}; after {self.after}",
+                f"verdict: {self.verdict}", self.summary,
+                f"before: {', '.join(self.baselines or [self.baseline])}; "
+                f"after: {', '.join(self.afters or [self.after])}",
                 *([self.apart] if self.apart else [])]
 
 
@@ -104,37 +110,44 @@ def finished_at(result: dict[str, Any], key: str = "finished") -> datetime | Non
         return None
 
 
-def apart_line(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """How far apart the two benches were, and what that allows: nothing measured the unchanged rig's drift
-    over that span (the recipe tournament measures its start twice; a driver update cannot run the old driver
-    after the new one without a second reboot), so only a change past the tolerance, significant across the
-    repeats and beyond twice their spread is claimed.
+def apart_line(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """How far apart the two sides were, how many engine starts each measured, and what no start can show: every
+    start before ran in one boot and every start after in another, so what changes from boot to boot alone
+    (memory and link training, clocks, where the driver placed its buffers) is not measured and would read as the
+    driver's.
 
-    >>> apart_line({"finished": "2026-11-23T04:00:00+00:00"}, {"started": "2026-11-23T04:14:30+00:00"})[:60]
-    'the benches were 14.5 min apart, with the driver change and '
+    >>> apart_line([{"finished": "2026-11-23T04:00:00+00:00"}] * 3, [{"started": "2026-11-23T04:14:30+00:00"}] * 3)[:50]
+    '3 engine starts before and 3 after, 14.5 min apart'
     """
-    finished, started = finished_at(before), finished_at(after, "started")
+    finished, started = finished_at(before[-1]), finished_at(after[0], "started")
     gap = f"{(started - finished).total_seconds() / 60:.1f} min" if finished and started else "an unknown time"
-    return (f"the benches were {gap} apart, with the driver change and a reboot between: the rig's drift over "
-            "that span is not measured, so a verdict needs a change past the tolerance, significant across the "
-            "repeats and beyond twice their spread")
+    return (f"{len(before)} engine start{'s' if len(before) != 1 else ''} before and {len(after)} after, {gap} apart, "
+            "with the driver change and a reboot between: the start-to-start spread is measured on each side, the "
+            "boot-to-boot difference is not (one boot a side); a change of that size would read as the driver's")
 
 
-def recent_baseline(root: Path, host: str, profile: Profile, installed: str | None,
-                    now: datetime | None = None) -> Path | None:
-    """The newest passing result of the profile's workload on ``installed``, younger than the profile's
-    ``driver_update.baseline_max_age_minutes``; None when a fresh baseline must be measured."""
+def recent_baselines(root: Path, host: str, profile: Profile, installed: str | None,
+                     now: datetime | None = None) -> list[Path] | None:
+    """The newest passing results of the profile's workload on ``installed``, one per engine start, as many as the
+    profile's ``bench.verdicts.starts``, each younger than ``driver_update.baseline_max_age_minutes``; None when
+    fewer are found (the update measures its own). Results that do not name their engine start are not counted.
+    """
     max_age = timedelta(minutes=profile.driver_update.baseline_max_age_minutes)
     now = now or datetime.now(timezone.utc)
-    wanted = profile_workload(profile)
+    wanted, starts = profile_workload(profile), profile.bench.verdicts.starts
+    found: dict[str, Path] = {}
     for run in reversed(find_results(root, host)):
         result = load_result(run)
         finished = finished_at(result)
         if finished is None or now - finished > max_age:
-            return None  # older ones are older still
-        if (result.get("status") == "ok" and workload(result) == wanted
-                and (result.get("metadata") or {}).get("driver_version") == installed):
-            return run
+            break  # older ones are older still
+        metadata = result.get("metadata") or {}
+        start = metadata.get("engine_start")
+        if (result.get("status") == "ok" and workload(result) == wanted and start and start not in found
+                and metadata.get("driver_version") == installed):
+            found[start] = run
+        if len(found) == starts:
+            return sorted(found.values())
     return None
 
 
@@ -150,30 +163,37 @@ def headline_decode(result: dict[str, Any]) -> float | None:
 
 
 def judge_update(root: Path, host: str, profile: Profile, driver_before: str | None, driver_after: str,
-                 started: str, baseline: Path | None, rollback: bool) -> UpdateRecord:
-    """Compare this update's benches, write the comparison and the record, and return the record.
+                 started: str, baselines: list[Path] | None, rollback: bool) -> UpdateRecord:
+    """Compare this update's starts, write the comparison and the record, and return the record.
 
     + root: the controller's results folder
-    + started: the update's stamp; the first run from it on is the baseline (unless ``baseline`` is
-      given), the newest is the after-bench
-    + baseline: a recent result reused as the baseline
+    + started: the update's stamp; the first ``bench.verdicts.starts`` runs from it on are the baseline (unless
+      ``baselines`` are given), the newest as many are the starts after
+    + baselines: recent results reused as the baseline, one per engine start
     """
+    starts = profile.bench.verdicts.starts
     runs = [run for run in find_results(root, host) if run.name >= started]
-    if not runs or (baseline is None and len(runs) < 2):
+    if len(runs) < starts * (1 if baselines else 2):
         raise RuntimeError(f"{host}: the benches of the update started {started} are missing under {root}")
-    before_dir = baseline or runs[0]
-    after_dir = runs[-1]
-    before, after = load_result(before_dir), load_result(after_dir)
+    before_dirs, after_dirs = list(baselines or runs[:starts]), runs[-starts:]
+    before, after = [load_result(run) for run in before_dirs], [load_result(run) for run in after_dirs]
     comparison = compare(before, after, RegressionPolicy.from_profile(profile))
-    (after_dir / "comparison.md").write_text(render_markdown(comparison))
-    render_plot(comparison, after_dir / "comparison.png")
+    (after_dirs[-1] / "comparison.md").write_text(render_markdown(comparison))
+    render_plot(comparison, after_dirs[-1] / "comparison.png")
     record = UpdateRecord(host=host, started=started, rollback=rollback, driver_before=driver_before,
-                          driver_after=driver_after, baseline=str(before_dir), after=str(after_dir),
-                          decode_before=headline_decode(before), decode_after=headline_decode(after),
+                          driver_after=driver_after, baseline=str(before_dirs[0]), after=str(after_dirs[-1]),
+                          decode_before=over_starts(before), decode_after=over_starts(after),
                           verdict=str(comparison.verdict), summary=comparison.summary(),
-                          apart=apart_line(before, after))
+                          apart=apart_line(before, after), baselines=[str(run) for run in before_dirs],
+                          afters=[str(run) for run in after_dirs])
     write_record(root, record)
     return record
+
+
+def over_starts(results: list[dict[str, Any]]) -> float | None:
+    """The headline number over engine starts: the median of each start's."""
+    values = [value for value in map(headline_decode, results) if value is not None]
+    return statistics.median(values) if values else None
 
 
 def write_record(root: Path, record: UpdateRecord) -> Path:

@@ -1,17 +1,22 @@
 """Engine recipes on real hosts: the experiment on a fleet, a switch that stays, and a cut experiment undone.
 
-Real here: two Debian 12 systemd hosts reached over SSH, the sandbox profile's six llama.cpp recipes (xllamacpp from
-PyPI, Gemma 3 270M uploaded with the ``local`` source, the real unit and health wait, the real bench client): three
-that differ in speed, ``kv-q4`` whose answers differ (its K cache at 4 bits; the quality pass against the reference
-recorded at converge says so, and the A/A tournament checks it is never better nor kept), ``rope-broken`` whose
-output is garbage and ``no-start`` that never comes up (both fixture recipes, made to fail the ways published
-recipes fail). The bench is cut down to one short cell (C=1, one 1 s window) to keep the suite's time: no test here
-asserts a speed. Each recipe's ``startup`` promise (threads, slots, context per slot) is checked by the trial
-against llama.cpp's own start-up lines, which the health wait keeps; a recipe measured passed it. The A/A test adds
-two recipes identical to ``default`` on one host: they must never be judged better or worse, and keep=best must
-never move the rig to one; ``one-thread`` (really ~40 % slower decode on an idle 2-core box) must be found worse
-unless the run itself says it cannot tell (the start drifted past the tolerance, or the noise exceeds 40 %). The
-tests share the two hosts and run in order.
+Real here: two Debian 12 systemd hosts reached over SSH, the sandbox profile's six llama.cpp recipes
+(xllamacpp from PyPI, Gemma 3 270M uploaded with the ``local`` source, the real unit and health wait, the real
+bench client): three that differ in speed, ``kv-q4`` whose answers differ (its K cache at 4 bits; the quality pass
+against the reference recorded at converge says so, and it is never kept), ``rope-broken`` whose output is garbage
+and ``no-start`` that never comes up (both fixture recipes, made to fail the ways published recipes fail). The
+bench is cut down to one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed.
+Each recipe's ``startup`` promise (threads, slots, context per slot) is checked by the trial against llama.cpp's
+own start-up lines, which the health wait keeps; a recipe measured passed it. The fleet test measures one engine
+start a recipe (``bench.verdicts.starts: 1``: no speed verdict can be claimed, and none is asserted).
+
+The A/A test adds two recipes identical to ``default`` on one host whose engine runs at a speed of its own at every
+start (TEST-ONLY HOOK, tests/e2e/engine_speed.py: a CPU quota drawn from 150-200 % before each start, as a GPU
+rig's autotuner gives each start its own speed) and measures the sandbox profile's 3 starts a recipe in interleaved
+rounds: the identical recipes must never be judged better or worse, and keep=best must never move the rig to one;
+``one-thread`` (really ~40 % slower decode on an idle 2-core box, and barely touched by the quota: one busy thread)
+must be found worse where its starts were all clearly slower (on a loaded machine llama.cpp's two threads wait on
+each other and one thread is faster: then it must not be). The tests share the two hosts and run in order.
 """
 
 from __future__ import annotations
@@ -35,21 +40,24 @@ from rigforge.sandbox.model import ensure_gemma
 from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from roles.service import UNIT_PATH
 from tests.e2e.conftest import Sandbox
+from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engine_speed
 from tests.e2e.interrupt import interrupt_when, processes
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
 RECIPES = load_profile("sandbox").recipe_names
-OTHERS = [name for name in RECIPES if name != "kv-q4"]
 QUALITY_TOLERANCE = load_profile("sandbox").bench.quality.max_mean_kld
-# One repeat: no verdict can be claimed (cannot tell), and no budget for more repeats (the A/A test below has them).
-# The quality pass on (the other e2e tests turn it off: tests/e2e/conftest.py), at 16 greedy tokens a text (the
-# profile's 32 halved: it is the longest part of a bench this short; kv-q4's answers are past the tolerance within
-# them: mean KLD 0.036 measured on tests/fixtures/quality/'s passes).
+# One start of one repeat: no speed verdict can be claimed (cannot tell), and no budget for more starts. The quality
+# pass on (the other e2e tests turn it off: tests/e2e/conftest.py), at 16 greedy tokens a text (the profile's 32
+# halved: it is the longest part of a bench this short; kv-q4's answers are past the tolerance within them: mean KLD
+# 0.036 measured on tests/fixtures/quality/'s passes). Its verdict is about the answers, whatever the speed says.
 BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.0, "repeats": 1, "warmup_requests": 0,
-         "verdicts": {"decide_budget_s": 0}, "quality": {"enabled": True, "max_tokens": 16}}
-# The A/A tournament: three repeats of one 2 s cell (two leave Welch's test about one degree of freedom), and
-# 20 s for more repeats where a verdict cannot tell (it exercises that path; at this noise it rarely decides).
-AA_BENCH = {**BENCH, "cell_seconds": 2.0, "repeats": 3, "warmup_requests": 1, "verdicts": {"decide_budget_s": 20}}
+         "verdicts": {"decide_budget_s": 0, "starts": 1}, "quality": {"enabled": True, "max_tokens": 16}}
+# The A/A tournament: the sandbox profile's 3 starts a recipe (its own k), each two repeats of one 2 s cell (the
+# repeats only steady a start's value); no extra starts (measurements/recipes_aa.py spends that budget) and no
+# quality pass (the fleet test above measures the same recipes' answers), so the suite's time stays about that of
+# 12 short benches.
+AA_BENCH = {**BENCH, "cell_seconds": 2.0, "repeats": 2, "warmup_requests": 1,
+            "verdicts": {"decide_budget_s": 0, "starts": 3}, "quality": {"enabled": False}}
 IDENTICAL = {name: {"description": "identical to default: only the name differs (an A/A test)",
                     "source": "tests/e2e/test_recipes_on_hosts.py"} for name in ("aa1", "aa2")}
 
@@ -99,8 +107,7 @@ def running_recipe(host: SandboxHost) -> tuple[str, str]:
 
 
 def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet: Fleet) -> None:
-    # Every recipe but kv-q4: its veto is checked by the A/A tournament below, whose repeats could call it better.
-    result = run(fleet, "deploys/recipes.py", "--data", "recipes=" + ",".join(OTHERS))
+    result = run(fleet, "deploys/recipes.py", "--data", "recipes=" + ",".join(RECIPES))
     output = result.stdout + result.stderr
     for host in fleet.hosts:
         reports = sorted((fleet.results / host.name).glob("recipes-*"))
@@ -108,17 +115,27 @@ def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet
         assert {path.name for path in reports[0].iterdir()} >= {"report.json", "report.md", "report.png"}
         report = json.loads((reports[0] / "report.json").read_text())
         by_name = {entry["recipe"]: entry for entry in report["recipes"]}
-        assert list(by_name) == OTHERS and report["start"] == "default"
+        assert list(by_name) == RECIPES and report["start"] == "default"
         markdown = (reports[0] / "report.md").read_text()
-        assert all(f"| {name} |" in markdown for name in OTHERS)
+        assert all(f"| {name} |" in markdown for name in RECIPES)
         wrong = by_name["rope-broken"]["disqualified"]
         assert wrong.startswith("wrong output: probe_capital: 'Q: What is the capital of France?"), wrong
         down = by_name["no-start"]["disqualified"]
         assert down.startswith("did not come up: known failure llama-flag-out-of-range (fail)"), down
         assert "(journal: " in down and "OverflowError: value too large to convert to int32_t" in down
-        measured = [name for name in OTHERS if not by_name[name]["disqualified"]]
-        assert measured == ["default", "one-thread", "one-slot"], report
+        measured = [name for name in RECIPES if not by_name[name]["disqualified"]]
+        assert measured == ["default", "one-thread", "one-slot", "kv-q4"], report
         assert (reports[0] / "quality.png").is_file()
+        # Another start of the same computation (one thread too): the answers stay at the noise floor.
+        for name in ("one-thread", "one-slot"):
+            assert by_name[name]["quality"]["mean_kld"] <= QUALITY_TOLERANCE, by_name[name]
+            assert "answers same" in by_name[name]["detail"], by_name[name]
+        # The K cache at 4 bits passes every probe, but its answers moved past the tolerance: whatever its speed,
+        # its verdict is that its answers differ, and it is never kept.
+        differ = by_name["kv-q4"]
+        assert differ["verdict"] == ANSWERS_DIFFER and "answers differ (mean KLD" in differ["detail"], differ
+        assert differ["quality"]["mean_kld"] > QUALITY_TOLERANCE, differ["quality"]
+        assert report["best"] != "kv-q4"
         assert all(by_name[name]["run_dir"] for name in measured)
         assert running_recipe(host) == ("default", "default")
         # The health wait's record of the engine's current start (back on default): llama.cpp's own lines.
@@ -128,46 +145,53 @@ def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet
         assert startup_report("llama.cpp", started) == {"threads": ["2"], "slots": ["4"], "context": ["2048"]}
         assert exec_in(host, f"test -e {EXPERIMENT_RECORD}").returncode != 0
         assert f"[{host.name}] | recipe | C=1 in=128 | verdict against default |" in output
-        assert f"[{host.name}] recipes: 3 of 5 measured, 2 disqualified; back on default" in output
+        assert f"[{host.name}] recipes: 4 of 6 measured, 2 disqualified; 6 engine starts in" in output
+        assert f"[{host.name}] recipes: plan: 6 recipes x 1 starts = 6 engine starts of 1 cells x 1 repeats" in output
+        assert "; back on default; report in" in output
     assert_no_changes(fleet.inventory, "deploys/full.py")
 
 
-def test_identical_recipes_are_never_judged_and_keep_best_stays_on_the_start(fleet: Fleet) -> None:
+def test_identical_recipes_on_an_engine_of_many_speeds_are_never_judged_and_keep_best_stays(fleet: Fleet) -> None:
     host = fleet.hosts[0]
     overrides = {"model": {"local_path": str(fleet.model)}, "bench": AA_BENCH, "engine": {"recipes": IDENTICAL}}
     aa = fleet.sandbox.write_inventory(fleet.tmp / "aa.py", [host], "sandbox", overrides)
-    result = run_pyinfra(aa, "deploys/recipes.py", "--data", "recipes=aa1,aa2,one-thread,kv-q4", "--data",
-                         "keep=best", env={"RIGFORGE_RESULTS_DIR": str(fleet.results)})
+    vary_engine_speed(host)
+    try:
+        result = run_pyinfra(aa, "deploys/recipes.py", "--data", "recipes=aa1,aa2,one-thread", "--data", "keep=best",
+                             env={"RIGFORGE_RESULTS_DIR": str(fleet.results)})
+    finally:
+        quotas = drawn_quotas(host)
+        steady_engine_speed(host)
     output = result.stdout + result.stderr
+    print("\n".join(line for line in output.splitlines() if "recipes:" in line or "] | " in line))
+    # Every start drew its own quota (the final settle on default may restart once more).
+    assert len(quotas) >= 12 and len(set(quotas)) > 1, quotas
     folder = sorted((fleet.results / host.name).glob("recipes-*"))[-1]
     report = json.loads((folder / "report.json").read_text())
     by_name = {entry["recipe"]: entry for entry in report["recipes"]}
-    assert list(by_name) == ["default", "aa1", "aa2", "one-thread", "kv-q4"], report
+    assert list(by_name) == ["default", "aa1", "aa2", "one-thread"], report
     for name in ("aa1", "aa2"):
         assert by_name[name]["verdict"] in (SAME, CANNOT_TELL), by_name[name]
-    # Another start of the same computation: the answers stay at the noise floor (one thread too: measured on this
-    # machine, the same KLD as another start of default).
-    for name in ("aa1", "aa2", "one-thread"):
-        assert by_name[name]["quality"]["mean_kld"] <= QUALITY_TOLERANCE, by_name[name]
-        assert "answers same" in by_name[name]["detail"], by_name[name]
-    # The K cache at 4 bits passes every probe, but its answers moved past the tolerance: never better, never kept.
-    differ = by_name["kv-q4"]
-    assert differ["verdict"] == ANSWERS_DIFFER and "answers differ (mean KLD" in differ["detail"], differ
-    assert differ["quality"]["mean_kld"] > QUALITY_TOLERANCE, differ["quality"]
-    assert report["best"] != "kv-q4" and (folder / "quality.png").is_file()
     # one-thread is ~40 % slower on an idle 2-core box; on a loaded one llama.cpp's two threads wait on each other
-    # and one thread is faster (measured: 78.8 against 43.9 tok/s). Either way the verdict must say why it makes
-    # no claim: the start's drift past the tolerance, or noise too large to tell a 40 % change.
+    # and one thread is faster (measured: 26 against 2-6 tok/s, a machine at load 9). The verdict must follow its
+    # starts: worse where every start of one-thread was clearly slower than every start of default, never worse on
+    # decode where every one was clearly faster (its time to first token, one thread reading the prompt, may still
+    # veto); in between, a claim or the reason it makes none.
     slower = by_name["one-thread"]
-    noise = re.search(r"noise ±([0-9.]+) %", slower["detail"])
-    unsteady = "the start itself drifted" in slower["detail"] or bool(noise and float(noise[1]) > 40)
-    assert slower["verdict"] == WORSE or (slower["verdict"] == CANNOT_TELL and unsteady), slower
+    ones, starts = slower["primary_per_start"], by_name["default"]["primary_per_start"]
+    print(f"one-thread {slower['verdict']}: {slower['detail']}; decode per start {ones} against {starts}")
+    if max(ones) < 0.8 * min(starts):
+        assert slower["verdict"] == WORSE, slower
+    elif min(ones) > 1.25 * max(starts):
+        assert slower["verdict"] != WORSE or not slower["detail"].startswith("decode"), slower
+    else:
+        assert slower["verdict"] != CANNOT_TELL or re.search(r"noise ±[0-9.]+ %", slower["detail"]), slower
     assert report["best"] != "aa1" and report["best"] != "aa2"
-    assert len(report["start_again"]) == 1 and report["drift"].startswith("the start measured again")
-    assert any(line.startswith("the start measured again: 1 bench") for line in report["more_repeats"])
+    assert len(report["rounds"]) == 3 and sorted(report["rounds"][1]) == sorted(by_name)
+    assert all(len(entry["primary_per_start"]) == 3 for entry in report["recipes"]), report["recipes"]
     assert running_recipe(host) == ("default", "default") or report["best"] == "one-thread"
-    assert running_recipe(host) != ("kv-q4", "kv-q4")
-    assert f"[{host.name}] recipes: the start measured again" in output
+    assert f"[{host.name}] recipes: plan: 4 recipes x 3 starts = 12 engine starts" in output
+    assert f"[{host.name}] recipes: default: decode C=1 in=128 per start: " in output
 
 
 def test_a_switch_stays_until_the_next_switch(fleet: Fleet) -> None:

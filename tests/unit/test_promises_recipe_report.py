@@ -1,8 +1,9 @@
 """Promise: a recipe experiment's report ranks only recipes that measured cleanly, keeps as best only a recipe
 judged better on the profile's primary metric (the others can only veto), claims nothing against a start that was
-not measured or drifted, and says why each disqualified one was (rigforge/recipes/report.py, cells.py). The bench
-results are constructed (three repeats per cell, numbers chosen to land each verdict); the same report on recorded
-sandbox runs: tests/unit/test_recipes.py.
+not measured or measured in one engine start, and says why each disqualified one was (rigforge/recipes/report.py,
+cells.py). The bench results are constructed (a side: one result per engine start, tests/unit/
+test_promises_comparison.py's helpers; numbers chosen to land each verdict); the same report on recorded sandbox
+runs: tests/unit/test_recipes.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from rigforge.bench.config import COMPLETIONS, CellKind
-from rigforge.recipes.cells import decode_c1, drift_line, primary_label, primary_value, repeats_of
+from rigforge.recipes.cells import decode_c1, primary_label, primary_value, repeats_of
 from rigforge.recipes.report import (
     BETTER,
     CANNOT_TELL,
@@ -34,7 +35,7 @@ from rigforge.recipes.report import (
     wrong_output,
 )
 from rigforge.updates.comparison import Primary, RegressionPolicy, Tolerance
-from tests.unit.test_promises_comparison import TIGHT, cell, result, scaled
+from tests.unit.test_promises_comparison import TIGHT, cell, repeat, result, scaled
 
 CHAT_KIND = CellKind("chat")
 #: Decode may get 5 % worse anywhere; the primary: decode at C=1 in=128.
@@ -47,22 +48,42 @@ CLAIM_ELSEWHERE = {"metric": "output_tps", "value": 100, "concurrency": 2, "inpu
 BROKE = "did not come up: known failure x (fail): it broke; fix: do y (journal: the line)"
 
 
-def measured(c1: float, c2: float, *more: dict[str, Any], status: str = "ok") -> dict[str, Any]:
+def measured(c1: float, c2: float, *more: dict[str, Any], status: str = "ok") -> list[dict[str, Any]]:
     """A result with C=1 in=128 (the primary) at ``c1`` and C=2 in=128 at ``c2`` times the start, ±0.1 % repeats."""
     return result(cell(1, 128, scaled(TIGHT, c1)), cell(2, 128, scaled(TIGHT, 2 / 3 * c2), status=status), *more)
 
 
-START_RESULT = measured(1.0, 1.0, CHAT)
+def side_trial(name: str, side: list[dict[str, Any]], disqualified: str = "", **fields: Any) -> Trial:
+    """A recipe measured in the engine starts of ``side`` (one result each)."""
+    return Trial(name, "d", "s", side[0], fields.pop("run_dir", f"results/h/{name}"), disqualified,
+                 later=tuple(side[1:]), **fields)
+
+
+def started(name: str, c1: float, c2: float, chat: bool = True, status: str = "ok", **fields: Any) -> Trial:
+    """A recipe measured in three engine starts ±0.1 % apart (``measured`` at c1, c2)."""
+    return side_trial(name, measured(c1, c2, *([CHAT] if chat else []), status=status), **fields)
+
+
+START_RESULT = measured(1.0, 1.0, CHAT)[0]  # one start's result
 TRIALS = [
-    Trial("default", "d", "s", START_RESULT, "results/h/1", claims=(CLAIM, CLAIM_ELSEWHERE), image="rigforge/vllm:aa",
-          image_git_refs={"VLLM_REF": {"ref": "v1", "commit": "c" * 8}}),
-    Trial("fast", "d", "s", measured(1.1, 1.0, CHAT), "results/h/2"),  # +10 % on the primary
-    Trial("faster", "d", "s", measured(1.2, 1.0, CHAT), "results/h/3"),  # +20 % on the primary
-    Trial("elsewhere", "d", "s", measured(1.0, 1.5, CHAT), "results/h/4"),  # +50 %, but not on the primary
-    Trial("vetoed", "d", "s", measured(1.5, 0.8, CHAT), "results/h/5"),  # +50 % on the primary, -20 % at C=2
-    Trial("lost", "d", "s", measured(1.5, 1.0, status="failed"), "results/h/6"),  # its C=2 cell failed after
+    started("default", 1.0, 1.0, run_dir="results/h/1", claims=(CLAIM, CLAIM_ELSEWHERE), image="rigforge/vllm:aa",
+            image_git_refs={"VLLM_REF": {"ref": "v1", "commit": "c" * 8}}),
+    started("fast", 1.1, 1.0),  # +10 % on the primary
+    started("faster", 1.2, 1.0),  # +20 % on the primary
+    started("elsewhere", 1.0, 1.5),  # +50 %, but not on the primary
+    started("vetoed", 1.5, 0.8),  # +50 % on the primary, -20 % at C=2
+    started("lost", 1.5, 1.0, chat=False, status="failed"),  # its C=2 cell failed after
     Trial("broken", "d", "s", None, None, BROKE),
 ]
+
+
+def rounded(data: Any) -> Any:
+    """``data`` with every float rounded to 3 places (start values are geometric means)."""
+    if isinstance(data, dict):
+        return {key: rounded(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [rounded(value) for value in data]
+    return round(data, 3) if isinstance(data, float) else data
 
 
 def verdicts(report: Any) -> dict[str, str]:
@@ -76,32 +97,22 @@ def test_only_the_primary_makes_a_recipe_better_and_the_best_is_the_best_primary
     assert report.best == "faster" and report.primary == "decode C=1 in=128"
     fast = report.verdicts[1]
     assert fast.primary == pytest.approx(33.0) and fast.decode_c1 == pytest.approx(33.0)
-    assert fast.detail.startswith("decode C=1 in=128: 30.0 → 33.0 tok/s (+10.0 %; p = ")
+    assert fast.detail.startswith("decode C=1 in=128: 30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % "
+                                  "past tolerance 5 % (p = ")
+    assert fast.detail.endswith(", 3 vs 3 starts))")
     assert report.passed == ("default", "fast", "faster", "elsewhere", "vetoed", "lost")
 
 
 def test_for_a_lower_is_better_primary_the_best_is_the_lowest() -> None:
     policy = RegressionPolicy((Tolerance("ttft_p50_ms", 5.0),), Primary("ttft_p50_ms", 1, 128))
 
-    def ttft(factor: float) -> dict[str, Any]:
-        return result(cell(1, 128, TIGHT, scaled(TIGHT, 10 * factor)))
+    def ttft(name: str, factor: float) -> Trial:
+        return side_trial(name, result(cell(1, 128, TIGHT, scaled(TIGHT, 10 * factor))))
 
-    trials = [Trial("default", "d", "s", ttft(1.0)), Trial("quick", "d", "s", ttft(0.8)),
-              Trial("quicker", "d", "s", ttft(0.6)), Trial("slow", "d", "s", ttft(1.3))]
+    trials = [ttft("default", 1.0), ttft("quick", 0.8), ttft("quicker", 0.6), ttft("slow", 1.3)]
     report = build_report(trials, "default", policy)
     assert verdicts(report) == {"default": START, "quick": BETTER, "quicker": BETTER, "slow": WORSE}
     assert report.best == "quicker"
-
-
-def test_a_gain_within_the_starts_own_drift_keeps_no_best() -> None:
-    again = measured(1.3, 1.0)  # the start measured again 30 % faster: the machine changed during the run
-    report = build_report(TRIALS[:3], "default", POLICY, [again, {}])
-    assert verdicts(report) == {"default": START, "fast": CANNOT_TELL, "faster": CANNOT_TELL}
-    assert report.best is None and "drifted +30.0 %" in report.verdicts[2].detail
-    assert report.again == (again,)  # an empty result is no run of the start
-    assert report.drift == "the start measured again: decode C=1 in=128 moved +30.0 % from its first run"
-    assert report_table(report)[-1].startswith("| default (again, 1) | 39.0 / 78.0 | 20.0 / 40.0 |")
-    assert "\nDrift: the start measured again" in report_markdown(report, "h", "s")
 
 
 def test_without_a_measured_start_nothing_is_called_better() -> None:
@@ -110,9 +121,9 @@ def test_without_a_measured_start_nothing_is_called_better() -> None:
     report = build_report(trials, "default", POLICY, [START_RESULT])
     assert report.verdicts == (
         RecipeVerdict("default", DISQUALIFIED, "wrong output: probe_capital: x"),
-        RecipeVerdict("faster", CANNOT_TELL, "no measured starting recipe to compare with", 36.0),
+        RecipeVerdict("faster", CANNOT_TELL, "no measured starting recipe to compare with", pytest.approx(36.0)),
         RecipeVerdict("unmeasured", CANNOT_TELL, "no measured starting recipe to compare with", None))
-    assert report.best is None and report.passed == ("faster",) and report.again == () and report.drift == ""
+    assert report.best is None and report.passed == ("faster",)
     assert build_report([TRIALS[1]], "gone", POLICY).verdicts[0].detail == "no measured starting recipe to compare with"
     assert "Best: none judged better than default" in report_markdown(report, "h", "s")
 
@@ -125,15 +136,16 @@ def test_without_a_primary_no_recipe_is_kept_as_best() -> None:
 
 @pytest.mark.parametrize(("status", "reason"), [("failed", "HTTP 500: engine died"), ("timeout", "no answer")])
 def test_a_failed_or_timed_out_cell_is_what_disqualifies(status: str, reason: str) -> None:
-    faster = measured(2.0, 2.0)
-    faster["cells"].append(cell(4, 128, TIGHT, status=status) | {"reason": reason})
+    faster = result(cell(1, 128, TIGHT), cell(4, 128, TIGHT, status=status))[0]
+    faster["cells"][-1]["reason"] = reason
     assert wrong_output(faster) == f"cell C=4 in=128 failed: {reason}"
     report = build_report([TRIALS[0], Trial("faster", "d", "s", faster, "r", wrong_output(faster))], "default", POLICY)
     assert verdicts(report)["faster"] == DISQUALIFIED and report.best is None
 
 
 def test_what_disqualifies_a_result_first_a_probe_then_a_check_then_a_cell() -> None:
-    failed_cell = result(cell(1, 1, TIGHT), cell(2, 2, TIGHT, status="failed") | {"reason": "r"})
+    failed_cell = result(cell(1, 1, TIGHT), cell(2, 2, TIGHT, status="failed"))[0]
+    failed_cell["cells"][1]["reason"] = "r"
     assert wrong_output(failed_cell) == "cell C=2 in=2 failed: r"
     checks = failed_cell | {"failed_checks": ["a", "b", "c", "d", "e"]}
     assert wrong_output(checks) == "failed checks: a, b, c, d"
@@ -147,10 +159,11 @@ def test_what_disqualifies_a_result_first_a_probe_then_a_check_then_a_cell() -> 
 REPORT_START = [
     "# Recipe experiment on rig-a, 20261126T1400Z",
     "",
-    ("Started on **default**; medians over the bench's repeats, decode tok/s per user / output tok/s. Verdicts "
-     "(docs/bench.md#verdicts): better only on the primary metric (decode C=1 in=128), significant across the "
-     "repeats, beyond its tolerance and the noise; worse (regression) on any judged metric the same way; same when "
-     "the primary is surely inside its tolerance; cannot tell otherwise."),
+    ("Started on **default**; each recipe measured in its own engine starts (interleaved rounds), the median over "
+     "its starts of each start's value (the geometric mean of its repeats), decode tok/s per user / output tok/s. "
+     "Verdicts (docs/bench.md#verdicts) compare one value per start: better only on the primary metric (decode C=1 "
+     "in=128), significant across the starts, beyond its tolerance and the noise; worse (regression) on any judged "
+     "metric the same way; same when the primary is surely inside its tolerance; cannot tell otherwise."),
     "",
     "| recipe | C=1 in=128 | C=2 in=128 | C=1 in=128 (chat) | verdict against default |",
     "|---|---|---|---|---|",
@@ -159,44 +172,46 @@ REPORT_START = [
 
 
 def test_the_report_says_each_recipes_verdict_its_numbers_claims_images_and_the_best() -> None:
-    report = build_report(TRIALS, "default", POLICY, spent=["fast: 2 more repeats a side, 40 s"])
+    report = build_report(TRIALS, "default", POLICY, ["fast: 1 more round (2 starts), 40 s"], [["default", "fast"]])
     lines = report_markdown(report, "rig-a", "20261126T1400Z").splitlines()
     assert lines[:len(REPORT_START)] == REPORT_START
     assert lines[7].startswith("| fast | 33.0 / 66.0 | 20.0 / 40.0 | 50.0 / 100.0 | better: decode C=1 in=128: "
-                               "30.0 → 33.0 tok/s (+10.0 %; p = ")
+                               "30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % past toleran")
     assert lines[11] == ("| lost | 45.0 / 90.0 | – / – | – / – | worse (regression): decode C=2 in=128: 20.0 → – "
-                         "tok/s (failed or missing after) |")
+                         "tok/s (failed or missing after in 3 of 3 starts) |")
     assert lines[12] == "| broken | – / – | – / – | – / – | disqualified: did not come up: known failure x (fail): " \
                         "it broke |"
-    assert lines[13:17] == ["", "## More repeats where a verdict could not tell", "",
-                            "- fast: 2 more repeats a side, 40 s"]
-    assert lines[17:24] == [
+    assert lines[13:18] == ["", "## Engine starts", "", "- round 1: default fast",
+                            "- default: decode C=1 in=128 per start: 30.0, 30.0, 30.0"]
+    assert lines[22:27] == ["- lost: decode C=1 in=128 per start: 45.0, 45.0, 45.0", "",
+                            "## More starts where a verdict could not tell", "",
+                            "- fast: 1 more round (2 starts), 40 s"]
+    del lines[13:27]
+    assert lines[13:20] == [
         "", "## Claimed beside measured", "",
         "| recipe | claimed | how the source measured it | source | measured here | here / claimed |",
         "|---|---|---|---|---|---|",
         "| default | 40 decode tok/s (C=1) | greedy, 1 request | a blog | 30.0 (C=1 in=128) | 0.75 |",
         "| default | 100 output tok/s (C=2 in=512) | x | y | not measured | – |"]
-    assert lines[24:29] == ["", "## Images", "", "- **default**: rigforge/vllm:aa (VLLM_REF v1 = cccccccc)",
+    assert lines[20:25] == ["", "## Images", "", "- **default**: rigforge/vllm:aa (VLLM_REF v1 = cccccccc)",
                             "- **fast**: no image (a native engine, or it never got one)"]
     assert lines[-6:] == ["", "## Disqualified", "", "- **broken**: " + BROKE, "", "Best: faster"]
     plain = report_markdown(build_report(TRIALS[1:3], "fast", POLICY), "h", "s")
-    assert "## More repeats" not in plain and "## Claimed" not in plain and "## Disqualified" not in plain
-    assert "Drift:" not in plain and plain.endswith("\n\nBest: faster\n")
+    assert "## More starts" not in plain and "## Claimed" not in plain and "## Disqualified" not in plain
+    assert "- round" not in plain and plain.endswith("\n\nBest: faster\n")
 
 
 def test_the_report_data_holds_what_the_table_shows() -> None:
-    again = measured(1.0, 1.0)
-    data = report_json(build_report(TRIALS, "default", POLICY, [again], ["x"]), "rig-a", "20261126T1400Z")
-    assert {key: data[key] for key in ("host", "stamp", "start", "best", "primary", "cells", "more_repeats")} == {
+    rounds = [["default", "fast"], ["fast", "default"]]
+    data = report_json(build_report(TRIALS, "default", POLICY, ["x"], rounds), "rig-a", "20261126T1400Z")
+    assert {key: data[key] for key in ("host", "stamp", "start", "best", "primary", "cells", "more_starts",
+                                       "rounds")} == {
         "host": "rig-a", "stamp": "20261126T1400Z", "start": "default", "best": "faster",
         "primary": "decode C=1 in=128", "cells": ["C=1 in=128", "C=2 in=128", "C=1 in=128 (chat)"],
-        "more_repeats": ["x"]}
-    assert data["drift"] == "the start measured again: decode C=1 in=128 moved +0.0 % from its first run"
-    assert data["start_again"] == [{"C=1 in=128": {"decode_tps_per_user": 30.0, "output_tps": 60.0},
-                                    "C=2 in=128": {"decode_tps_per_user": 20.0, "output_tps": 40.0},
-                                    "C=1 in=128 (chat)": {"decode_tps_per_user": None, "output_tps": None}}]
+        "more_starts": ["x"], "rounds": rounds}
     default, fast, *_, broken = data["recipes"]
-    assert default == {
+    assert default.pop("primary_per_start") == pytest.approx(TIGHT)
+    assert rounded(default) == {
         "recipe": "default", "description": "d", "source": "s", "run_dir": "results/h/1", "disqualified": None,
         "claims": [CLAIM, CLAIM_ELSEWHERE], "image": "rigforge/vllm:aa",
         "image_git_refs": {"VLLM_REF": {"ref": "v1", "commit": "cccccccc"}}, "quality": None,
@@ -204,7 +219,7 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
                      "C=2 in=128": {"decode_tps_per_user": 20.0, "output_tps": 40.0},
                      "C=1 in=128 (chat)": {"decode_tps_per_user": 50.0, "output_tps": 100.0}},
         "verdict": START, "detail": "the recipe the rig started on", "decode_c1": 30.0, "primary": 30.0,
-        "repeats_to_decide": None}
+        "starts_to_decide": None}
     assert (fast["verdict"], fast["decode_c1"], fast["image"], fast["image_git_refs"]) == (
         BETTER, pytest.approx(33.0), None, {})
     assert {key: broken[key] for key in ("run_dir", "disqualified", "verdict", "detail", "decode_c1")} == {
@@ -212,37 +227,36 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
     assert broken["measured"]["C=1 in=128"] == {"decode_tps_per_user": None, "output_tps": None}
 
 
-def test_cannot_tell_carries_how_many_repeats_of_the_primary_would_decide() -> None:
-    start = result(cell(1, 128, [29.0, 31.0]))
-    report = build_report([Trial("default", "d", "s", start), Trial("maybe", "d", "s", result(
-        cell(1, 128, [32.0, 34.1])))], "default", POLICY)
-    maybe = report.verdicts[1]
-    assert maybe.verdict == CANNOT_TELL and maybe.repeats_to_decide is not None and maybe.repeats_to_decide > 2
-    assert f"about {maybe.repeats_to_decide} repeats a side would decide" in maybe.detail
+def test_cannot_tell_carries_how_many_engine_starts_would_decide() -> None:
+    start = side_trial("default", result(cell(1, 128, [29.0, 31.0])))
+    maybe = side_trial("maybe", result(cell(1, 128, [32.0, 34.1])))
+    verdict = build_report([start, maybe], "default", POLICY).verdicts[1]
+    assert verdict.verdict == CANNOT_TELL and verdict.starts_to_decide is not None and verdict.starts_to_decide > 2
+    assert f"about {verdict.starts_to_decide} engine starts a side would decide" in verdict.detail
+
+
+def test_one_start_a_side_cannot_tell_however_steady_its_repeats() -> None:
+    report = build_report([Trial("default", "d", "s", START_RESULT), Trial("x", "d", "s", measured(1.5, 1.5, CHAT)[0])],
+                          "default", POLICY)
+    assert report.verdicts[1].verdict == CANNOT_TELL and "one engine start" in report.verdicts[1].detail
 
 
 def test_the_decode_rate_shown_is_the_first_clean_completion_cell() -> None:
-    mixed = result(cell(2, 64, [9.0, 9.0]), cell(1, 512, [7.0, 7.0]), cell(1, 128, [8.0, 8.0], status="failed"),
-                   cell(1, 64, [50.0, 50.0], endpoint="chat"))
-    assert decode_c1(mixed) == 7.0
-    assert decode_c1({}) is None and decode_c1(result(CHAT)) is None
+    mixed = result(cell(2, 64, [9.0]), cell(1, 512, [7.0]), cell(1, 128, [8.0], status="failed"),
+                   cell(1, 64, [50.0], endpoint="chat"))[0]
+    assert decode_c1(mixed) == pytest.approx(7.0)
+    assert decode_c1({}) is None and decode_c1(result(CHAT)[0]) is None
 
 
 def test_the_primary_is_read_from_its_own_completion_cell_only() -> None:
-    assert primary_value(START_RESULT, POLICY) == 30.0 and primary_label(POLICY) == "decode C=1 in=128"
-    assert primary_value(result(CHAT), POLICY) is None
-    assert primary_value(START_RESULT, RegressionPolicy()) is None and primary_label(RegressionPolicy()) == ""
-    assert repeats_of(START_RESULT, "decode_tps_per_user", (COMPLETIONS, 1, 128)) == TIGHT
+    assert primary_value([START_RESULT], POLICY) == pytest.approx(30.0) and primary_label(POLICY) == "decode C=1 in=128"
+    assert primary_value(TRIALS[0].starts, POLICY) == pytest.approx(30.0)  # the median over its starts
+    assert primary_value(result(CHAT), POLICY) is None and primary_value([], POLICY) is None
+    assert primary_value([START_RESULT], RegressionPolicy()) is None and primary_label(RegressionPolicy()) == ""
+    repeated = {"cells": [{"concurrency": 1, "input_tokens": 128, "status": "ok",
+                           "repeats": [repeat(value) for value in TIGHT]}]}
+    assert repeats_of(repeated, "decode_tps_per_user", (COMPLETIONS, 1, 128)) == TIGHT
     assert repeats_of(None, "decode_tps_per_user", (COMPLETIONS, 1, 128)) == []
-
-
-def test_the_drift_line_names_each_later_run_and_a_failed_one() -> None:
-    lost = measured(1.0, 1.0)
-    lost["cells"][0]["status"] = "failed"
-    assert drift_line(START_RESULT, [measured(1.1, 1.0), lost], POLICY) == (
-        "the start measured again: decode C=1 in=128 moved +10.0 %, – from its first run")
-    assert drift_line(START_RESULT, [], POLICY) == "" and drift_line(None, [START_RESULT], POLICY) == ""
-    assert drift_line(START_RESULT, [START_RESULT], RegressionPolicy()) == ""
 
 
 def test_a_claim_is_shown_beside_its_own_cell() -> None:
@@ -274,7 +288,7 @@ def test_a_table_cell_keeps_the_reason_without_its_fix_or_log_line_and_within_it
 
 
 def test_the_table_orders_cells_by_concurrency_then_prompt_and_keeps_table_syntax_out_of_reasons() -> None:
-    start = Trial("default", "d", "s", result(cell(2, 128, [20.0, 21.0]), cell(1, 512, [30.0, 31.0])), "r/1")
+    start = side_trial("default", result(cell(2, 128, [20.0, 21.0]), cell(1, 512, [30.0, 31.0])), run_dir="r/1")
     odd = Trial("odd", "d", "s", {"metadata": {}}, "r/2", "wrong output: probe_capital: 'A | B'")
     report = build_report([start, odd], "default", POLICY)
     assert [where(key) for key in report.cells] == ["C=1 in=512", "C=2 in=128"]
@@ -288,22 +302,12 @@ def test_an_image_line_names_every_ref_and_nothing_when_there_are_none() -> None
     assert image_line(Trial("x", "d", "s", image="rigforge/vllm:1")) == "rigforge/vllm:1"
 
 
-def test_the_start_measured_again_is_its_own_row_and_its_drift_a_line_of_the_report() -> None:
-    report = build_report(TRIALS[:2], "default", POLICY, [measured(1.3, 1.0)])
-    assert report_table(report)[-1] == ("| default (again, 1) | 39.0 / 78.0 | 20.0 / 40.0 | – / – | the start measured "
-                                        "again: its runs are pooled, their drift is noise |")
-    lines = report_markdown(report, "h", "s").splitlines()
-    drift = lines.index("Drift: the start measured again: decode C=1 in=128 moved +30.0 % from its first run.")
-    assert lines[drift - 1] == "" and lines[drift - 2] == report_table(report)[-1]
-    assert lines[0] == "# Recipe experiment on h, s"
-
-
 def test_a_report_without_a_primary_says_none_was_declared() -> None:
     markdown = report_markdown(build_report(TRIALS[:2], "default", RegressionPolicy(POLICY.tolerances)), "h", "s")
     assert "better only on the primary metric (none declared), significant" in markdown
 
 
 def test_a_recipe_with_no_cell_in_common_with_the_start_has_no_judged_cell() -> None:
-    report = build_report([Trial("default", "d", "s", result()), Trial("empty", "d", "s", result())], "default",
+    report = build_report([Trial("default", "d", "s", result()[0]), Trial("empty", "d", "s", result()[0])], "default",
                           POLICY)
     assert report.verdicts[1].detail == "no judged cell to compare" and report.best is None

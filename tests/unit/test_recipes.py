@@ -169,11 +169,20 @@ def test_the_trial_order_starts_with_the_starting_recipe() -> None:
 POLICY = RegressionPolicy.from_profile(load_profile("sandbox"))
 
 
-def trial(recipe: str, result: dict[str, Any] | None = None, disqualified: str = "") -> Trial:
-    """A trial of ``recipe``; one the sandbox profile no longer has (the recorded small-batch) has no claims."""
+def trial(recipe: str, result: dict[str, Any] | None = None, disqualified: str = "",
+          later: tuple[dict[str, Any], ...] = ()) -> Trial:
+    """A trial of ``recipe`` (``later``: its later engine starts); one the sandbox profile no longer has (the
+    recorded small-batch) has no claims."""
     declared = load_profile("sandbox").engine.recipes.get(recipe)
     claims = tuple(claim.model_dump(mode="json") for claim in declared.claims) if declared else ()
-    return Trial(recipe, f"{recipe} (description)", "a source", result, f"results/x/{recipe}", disqualified, claims)
+    return Trial(recipe, f"{recipe} (description)", "a source", result, f"results/x/{recipe}", disqualified, claims,
+                 later=later)
+
+
+def started(recipe: str, result: dict[str, Any]) -> Trial:
+    """``recipe`` measured in three engine starts: the result, and copies 0.5 % faster and slower (labelled: a
+    start-to-start spread made for the test, as a quiet rig's)."""
+    return trial(recipe, result, later=(scaled(result, 1.005), scaled(result, 0.995)))
 
 
 def scaled(result: dict[str, Any], factor: float) -> dict[str, Any]:
@@ -207,39 +216,38 @@ def steady(result: dict[str, Any], spread: float = 0.01) -> dict[str, Any]:
 def test_verdicts_on_recorded_results() -> None:
     default = steady(recorded("default"), spread=0.002)  # two repeats at ±1 % leave "same" a cannot tell
     report = build_report([
-        trial("default", default),
-        trial("one-thread", scaled(default, 0.5)),           # slower in every repeat: a regression
-        trial("one-slot", scaled(default, 2.0)),             # twice as fast on the primary: better
-        trial("same", default),                              # the same numbers: same (or cannot tell)
+        started("default", default),
+        started("one-thread", scaled(default, 0.5)),           # slower in every start: a regression
+        started("one-slot", scaled(default, 2.0)),             # twice as fast on the primary: better
+        started("same", default),                              # the same numbers: same
         trial("rope-broken", recorded("rope-broken"), "wrong output: probe_capital: ' A: A: A: A:'"),
         trial("no-start", None, "did not come up: known failure llama-flag-out-of-range (fail): …"),
-    ], "default", POLICY, [default])
+    ], "default", POLICY)
     verdicts = {verdict.recipe: verdict.verdict for verdict in report.verdicts}
     assert verdicts == {"default": START, "one-thread": SLOWER, "one-slot": BETTER, "same": SAME,
                         "rope-broken": DISQUALIFIED, "no-start": DISQUALIFIED}
     assert report.best == "one-slot"
     assert report.passed == ("default", "one-thread", "one-slot", "same")
-    assert "moved +0.0 % from its first run" in report.drift
 
 
-def test_a_gain_no_larger_than_the_starts_own_drift_is_not_better() -> None:
+def test_a_gain_no_larger_than_the_starts_own_spread_is_not_better() -> None:
     default = steady(recorded("default"))
-    drifted = scaled(default, 1.3)  # the start, measured again at the end, 30 % faster: the machine changed
-    report = build_report([trial("default", default), trial("one-slot", scaled(default, 1.3))], "default", POLICY,
-                          [drifted])
+    # The start's three engine starts ran at 1.0, 1.3 and 1.15 times its speed: one-slot's +30 % is inside that.
+    start = trial("default", default, later=(scaled(default, 1.3), scaled(default, 1.15)))
+    report = build_report([start, started("one-slot", scaled(default, 1.3))], "default", POLICY)
     verdict = report.verdicts[1]
-    assert verdict.verdict == NOT_BETTER and "drifted +30.0 %" in verdict.detail
-    assert report.best is None and "| default (again, 1) |" in "\n".join(report_table(report))
+    assert verdict.verdict == NOT_BETTER and "3 vs 3 starts" in verdict.detail, verdict
+    assert report.best is None
 
 
-def test_a_start_that_drifted_past_the_tolerance_allows_no_claim() -> None:
+def test_a_machine_that_sped_up_mid_run_allows_no_claim() -> None:
     """A real tournament (tests/fixtures/recipes/result-drift-*.json): the machine sped up 6x mid-run, so the slower
-    one-thread, measured after the speed-up, read +834 %; the start measured again shows the drift."""
-    report = build_report([trial("default", recorded("drift-default")), trial("one-thread",
-                           recorded("drift-one-thread"))], "default", POLICY, [recorded("drift-default-again")])
-    verdict = report.verdicts[1]
-    assert verdict.verdict == NOT_BETTER and "the start itself drifted" in verdict.detail, verdict
-    assert report.best is None and "moved +517.6 %" in report.drift
+    one-thread, measured after the speed-up, read +834 %; the start's two starts (before and after the speed-up)
+    show a spread no verdict can clear."""
+    start = trial("default", recorded("drift-default"), later=(recorded("drift-default-again"),))
+    one_thread = started("one-thread", recorded("drift-one-thread"))
+    verdict = build_report([start, one_thread], "default", POLICY).verdicts[1]
+    assert verdict.verdict == NOT_BETTER and "2 vs 3 starts" in verdict.detail, verdict
 
 
 def test_the_real_noisy_runs_claim_nothing_they_cannot_support() -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 from rigforge.profile.loader import load_profile
 from rigforge.updates.record import (
     UpdateRecord,
+    apart_line,
     headline_decode,
     profile_workload,
-    recent_baseline,
+    recent_baselines,
     records_since,
     write_record,
 )
@@ -27,11 +28,13 @@ def _record(**changes: object) -> UpdateRecord:
     return UpdateRecord(**{**fields, **changes})
 
 
-def _write_result(root: Path, stamp: str, finished: datetime, driver: str, **config: object) -> Path:
+def _write_result(root: Path, stamp: str, finished: datetime, driver: str, start: str | None = "s1",
+                  **config: object) -> Path:
     profile = load_profile("sandbox")
     run = root / "rig-a" / stamp
     run.mkdir(parents=True)
-    result = {"status": "ok", "finished": finished.isoformat(), "metadata": {"driver_version": driver},
+    result = {"status": "ok", "finished": finished.isoformat(),
+              "metadata": {"driver_version": driver, "engine_start": start},
               "config": {**profile_workload(profile), **config},
               "cells": [{"concurrency": 2, "input_tokens": 128, "metrics": {"decode_tps_per_user": {"median": 40.0}}},
                         {"concurrency": 1, "input_tokens": 128, "metrics": {"decode_tps_per_user": {"median": 61.5}}}]}
@@ -56,14 +59,34 @@ def test_the_fleet_table_names_versions_numbers_and_verdicts() -> None:
         "| rig-a | 590.48.01 → 595.45.04 | 60.0 → 57.0 | -5.0 % | within noise |"]
 
 
-def test_a_recent_result_of_the_same_workload_on_the_installed_driver_is_the_baseline(tmp_path: Path) -> None:
-    profile = load_profile("sandbox")
-    old = _write_result(tmp_path, "20261123T033000Z", NOW - timedelta(minutes=30), "590.48.01")
-    assert recent_baseline(tmp_path, "rig-a", profile, "590.48.01", now=NOW) == old
-    assert recent_baseline(tmp_path, "rig-a", profile, "595.45.04", now=NOW) is None  # another driver
-    assert recent_baseline(tmp_path, "rig-a", profile, "590.48.01", now=NOW + timedelta(hours=2)) is None  # stale
-    _write_result(tmp_path, "20261123T035000Z", NOW - timedelta(minutes=10), "590.48.01", output_tokens=7)
-    assert recent_baseline(tmp_path, "rig-a", profile, "590.48.01", now=NOW) == old  # other workload skipped
+def test_recent_results_of_as_many_engine_starts_as_the_profile_asks_are_the_baseline(tmp_path: Path) -> None:
+    profile = load_profile("sandbox")  # bench.verdicts.starts: 3
+    assert profile.bench.verdicts.starts == 3
+
+    def baselines(driver: str = "590.48.01", now: datetime = NOW) -> list[Path] | None:
+        return recent_baselines(tmp_path, "rig-a", profile, driver, now=now)
+
+    old = [_write_result(tmp_path, f"20261123T03{minute}00Z", NOW - timedelta(minutes=60 - minute), "590.48.01",
+                         start=f"s{minute}") for minute in (30, 31)]
+    assert baselines() is None  # two starts: one short
+    _write_result(tmp_path, "20261123T033200Z", NOW - timedelta(minutes=28), "590.48.01", start="s31")
+    _write_result(tmp_path, "20261123T033300Z", NOW - timedelta(minutes=27), "590.48.01", start=None)
+    assert baselines() is None  # the same start twice, and one that does not say which: no third start
+    third = _write_result(tmp_path, "20261123T033400Z", NOW - timedelta(minutes=26), "590.48.01", start="s34")
+    assert baselines() == [old[0], tmp_path / "rig-a" / "20261123T033200Z", third]  # the newest of each start
+    assert baselines("595.45.04") is None  # another driver
+    assert baselines(now=NOW + timedelta(hours=2)) is None  # stale
+    _write_result(tmp_path, "20261123T035000Z", NOW - timedelta(minutes=10), "590.48.01", start="s50",
+                  output_tokens=7)
+    assert baselines() == [old[0], tmp_path / "rig-a" / "20261123T033200Z", third]  # other workload skipped
+
+
+def test_the_update_says_its_starts_and_the_boot_to_boot_difference_it_cannot_measure() -> None:
+    line = apart_line([{"finished": "2026-11-23T04:00:00+00:00"}] * 3, [{"started": "2026-11-23T04:14:30+00:00"}] * 3)
+    assert line == ("3 engine starts before and 3 after, 14.5 min apart, with the driver change and a reboot "
+                    "between: the start-to-start spread is measured on each side, the boot-to-boot difference is not "
+                    "(one boot a side); a change of that size would read as the driver's")
+    assert "an unknown time apart" in apart_line([{}], [{}])
 
 
 def test_the_headline_number_is_the_lowest_concurrency_cell(tmp_path: Path) -> None:

@@ -1,0 +1,150 @@
+"""The engine start as the unit of a tournament: interleaved rounds (rigforge/recipes/rounds.py), the cost said
+before anything is measured (rigforge/bench_runs/starts.py), and the tournament's runner (roles/recipes_decide.py)
+with a stand-in for one measured start (a function returning a Trial: no rig here, labelled as such)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rigforge.bench_runs.starts import bench_seconds, cost_words, minutes, start_seconds, update_plan_line
+from rigforge.profile import Profile
+from rigforge.profile.loader import load_profile
+from rigforge.recipes.report import CANNOT_TELL, SAME, RecipeVerdict, Report, Trial
+from rigforge.recipes.rounds import plan_line, round_orders
+from roles import recipes_decide
+from roles.recipes_decide import Tournament, add_start, decide_more
+
+NAMES = ["default", "one-slot", "rope-broken", "one-thread"]  # the sandbox profile's recipes
+
+
+class Logged:
+    """Stands in for pyinfra's host in the runner's log lines (the runner runs inside a deploy)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def log(self, line: str, *_: Any) -> None:
+        self.lines.append(line)
+
+
+@pytest.fixture
+def logged(monkeypatch: pytest.MonkeyPatch) -> Logged:
+    host = Logged()
+    monkeypatch.setattr(recipes_decide, "host", host)
+    return host
+
+
+def profile(starts: int = 3, budget: int = 120) -> Profile:
+    sandbox = load_profile("sandbox")
+    verdicts = sandbox.bench.verdicts.model_copy(update={"starts": starts, "decide_budget_s": budget})
+    return sandbox.model_copy(update={"bench": sandbox.bench.model_copy(update={"verdicts": verdicts})})
+
+
+def fake_start(failing: dict[tuple[str, int], str] | None = None):  # noqa: ANN201 - a TryRecipe
+    """A stand-in for one measured start: a result naming the recipe and its start, or a failure."""
+    counts: dict[str, int] = {}
+
+    def measure(recipe: Profile, before: Profile | None) -> Trial:
+        name = recipe.engine.recipe or ""
+        counts[name] = counts.get(name, 0) + 1
+        reason = (failing or {}).get((name, counts[name]), "")
+        result = None if reason else {"cells": [], "start": counts[name]}
+        return Trial(name, "d", "s", result, f"results/h/{name}-{counts[name]}", reason)
+
+    return measure
+
+
+def test_round_one_keeps_the_order_and_later_rounds_are_shuffled_by_the_seed() -> None:
+    orders = round_orders(NAMES, 3, "20261127T060000Z")
+    assert orders[0] == NAMES and all(sorted(order) == sorted(NAMES) for order in orders)
+    assert orders == round_orders(NAMES, 3, "20261127T060000Z")  # the seed tells the order again
+    seeds = [round_orders(NAMES, 2, str(seed))[1] for seed in range(20)]
+    assert len({tuple(order) for order in seeds}) > 5  # shuffled, not rotated
+    assert {order[0] for order in seeds} == set(NAMES)  # the start is not always first
+    assert round_orders(NAMES, 1, "s") == [NAMES]
+
+
+def test_the_plan_says_starts_cells_and_minutes_from_the_profile() -> None:
+    sandbox = load_profile("sandbox")
+    assert bench_seconds(sandbox) == 3 * 2 * 5 * 1.5 and start_seconds(sandbox) == 5 + 45
+    assert plan_line(sandbox, NAMES) == (
+        "plan: 4 recipes x 3 starts = 12 engine starts of 3 cells x 2 repeats; about 10 min (a start: 5 s to "
+        "healthy, bench.verdicts.engine_start_s, + 45 s of bench), in 3 interleaved rounds; at most 2 min more "
+        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell")
+    assert update_plan_line(load_profile("2x-pix")).startswith(
+        "plan: 3 starts before and 3 after = 6 engine starts of 12 cells x 3 repeats; about ")
+    assert cost_words(profile(budget=0), 1).startswith("1 engine start of 3 cells")
+    assert "for extra starts" not in plan_line(profile(budget=0), NAMES)
+    assert (minutes(59.0), minutes(61.0)) == ("59 s", "2 min")
+
+
+def test_every_recipe_gets_k_starts_in_interleaved_rounds(logged: Logged) -> None:
+    tournament = Tournament(profile(), fake_start(), lambda name: False, lambda name: None)
+    assert tournament.run(NAMES, "seed")
+    assert tournament.rounds == round_orders(NAMES, 3, "seed")
+    assert all(len(tournament.trials[name].starts) == 3 for name in NAMES)
+    assert [result["start"] for result in tournament.trials["one-slot"].starts] == [1, 2, 3]
+    assert len(tournament.seconds) == 12
+    assert logged.lines[0].startswith("recipes: 3 rounds, rounds 2.. shuffled with seed seed: default one-slot "
+                                      "rope-broken one-thread; ")
+    assert "recipes: one-slot, start 3: measured (results/h/one-slot-3)" in logged.lines
+
+
+def test_a_recipe_failing_in_a_later_start_is_disqualified_naming_it_and_not_measured_again(logged: Logged) -> None:
+    tournament = Tournament(profile(), fake_start({("rope-broken", 2): "wrong output: probe_capital: x"}),
+                            lambda name: False, lambda name: None)
+    assert tournament.run(NAMES, "seed")
+    assert tournament.trials["rope-broken"].disqualified == "start 2: wrong output: probe_capital: x"
+    assert "rope-broken" not in tournament.rounds[2] and len(tournament.trials["rope-broken"].starts) == 1
+
+
+def test_a_start_that_cannot_be_measured_ends_the_tournament_after_round_one(logged: Logged) -> None:
+    tournament = Tournament(profile(), fake_start({("default", 1): "did not come up: x"}), lambda name: False,
+                            lambda name: None)
+    assert tournament.run(NAMES, "seed") and tournament.rounds == [NAMES]
+
+
+def test_ctrl_c_stops_before_the_next_start(logged: Logged) -> None:
+    seen: list[str] = []
+    tournament = Tournament(profile(), fake_start(), lambda name: len(seen) >= 5, seen.append)
+    assert not tournament.run(NAMES, "seed") and len(seen) == 5
+
+
+def test_add_start_keeps_the_first_failure() -> None:
+    first = Trial("r", "d", "s", None, None, "did not come up: x")
+    assert add_start(first, Trial("r", "d", "s", {"cells": []}), 2) is first
+    assert add_start(None, first, 1) is first
+
+
+def report(*undecided: tuple[str, int | None]) -> Report:
+    verdicts = [RecipeVerdict("default", "start", "")]
+    verdicts += [RecipeVerdict(name, CANNOT_TELL, "x", starts_to_decide=needed) for name, needed in undecided]
+    verdicts.append(RecipeVerdict("rope-broken", SAME, "x"))
+    return Report((), "default", tuple(verdicts), None)
+
+
+def test_cannot_tell_buys_more_rounds_of_the_start_and_the_undecided_within_the_budget(logged: Logged) -> None:
+    tournament = Tournament(profile(budget=1000), fake_start(), lambda name: False, lambda name: None)
+    tournament.run(NAMES, "seed")
+    tournament.seconds = [10.0] * 12  # a start took 10 s on this run: a round of 2 starts costs 20 s
+    lines = decide_more(report(("one-slot", 5)), tournament, "seed")
+    assert [sorted(order) for order in tournament.rounds[3:]] == [["default", "one-slot"]] * 2
+    assert len(tournament.trials["one-slot"].starts) == 5 and len(tournament.trials["rope-broken"].starts) == 3
+    assert lines[0].startswith("one-slot: about 5 starts a side would decide; a round of 2 starts costs about 20 s "
+                               "here: measured 2 more rounds (4 starts), ")
+    assert lines[0].endswith(" of the 1000 s budget (bench.verdicts.decide_budget_s)")
+
+
+def test_a_budget_too_small_for_a_round_says_so_and_measures_nothing(logged: Logged) -> None:
+    tournament = Tournament(profile(budget=15), fake_start(), lambda name: False, lambda name: None)
+    tournament.run(NAMES, "seed")
+    tournament.seconds = [10.0] * 12
+    assert decide_more(report(("one-slot", 9), ("one-thread", 4)), tournament, "seed") == [
+        "one-slot, one-thread: about 9 starts a side would decide; a round of 3 starts costs about 30 s here, more "
+        "than the 15 s budget (bench.verdicts.decide_budget_s)"]
+    assert len(tournament.rounds) == 3
+    assert decide_more(report(("one-slot", None)), tournament, "seed") == []  # nothing sized: nothing to buy
+    assert decide_more(report(("one-slot", 9)), Tournament(profile(budget=0), fake_start(), lambda name: False,
+                                                      lambda name: None), "seed") == []
