@@ -54,8 +54,9 @@ def render_quality_plot(report: Report, png: Path, title: str, tolerance: float 
         speed = verdicts[trial.recipe].primary
         if primary is None or kld is None or speed is None or trial.disqualified:
             continue
-        runs = [trial.result, *(report.again if trial.recipe == report.start else ())]
-        values = [value for run in runs for value in repeats_of(run, primary[0], primary[1])] or [speed]
+        # The spread over its engine starts (the unit the verdict judges), or its repeats when it ran once.
+        per_start = [value for value in dict(report.per_start).get(trial.recipe, ()) if value is not None]
+        values = (per_start if len(per_start) > 1 else repeats_of(trial.result, primary[0], primary[1])) or [speed]
         points.append((trial.recipe, kld, speed, (speed - min(values), max(values) - speed)))
     if not points:
         return None

@@ -22,9 +22,9 @@ from rigforge.quality.kld import compare_passes, position_kld
 from rigforge.quality.reference import load_corpus, quality_config
 from rigforge.quality.tasks import TaskSetMissing, grade
 from rigforge.recipes.quality_veto import ANSWERS_DIFFER, veto
-from rigforge.recipes.report import RecipeVerdict, build_report
+from rigforge.recipes.report import RecipeVerdict, Trial, build_report
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME
-from tests.unit.test_promises_recipe_report import CHAT, POLICY, START_RESULT, measured
+from tests.unit.test_promises_recipe_report import CHAT, POLICY, START_RESULT, measured, side_trial
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "quality"
 TOLERANCE = load_profile("sandbox").bench.quality.max_mean_kld
@@ -157,6 +157,11 @@ def test_the_judgement_needs_both_the_tolerance_and_the_noise_cleared() -> None:
         "quality cannot tell: text a: another tokenizer")
 
 
+def quality_trial(name: str, speed: float, mean_kld: float) -> Trial:
+    """A recipe measured in three engine starts at ``speed`` times the start, each start's pass at ``mean_kld``."""
+    return side_trial(name, [{**start, **against(mean_kld)} for start in measured(speed, 1.0, CHAT)])
+
+
 def test_a_faster_recipe_whose_answers_differ_is_never_better_nor_kept() -> None:
     faster = RecipeVerdict("kv-q4", BETTER, "decode C=1 in=128: 30.0 → 39.0 tok/s (+30.0 %)")
     vetoed = veto(faster, against(0.043))
@@ -165,11 +170,8 @@ def test_a_faster_recipe_whose_answers_differ_is_never_better_nor_kept() -> None
     assert unmeasured.verdict == CANNOT_TELL and unmeasured.detail.startswith("faster, but quality cannot tell")
     assert veto(faster, {}).verdict == BETTER  # a profile without the pass: speed alone, as before
     assert veto(replace(faster, verdict=SAME), against(0.002)).verdict == SAME
-    from rigforge.recipes.report import Trial
-
-    start = {**START_RESULT, **against(0.0)}
-    trials = [Trial("default", "d", "s", start, "r/1"), Trial("kv-q4", "d", "s", {**measured(1.5, 1.0, CHAT), **against(
-        0.043)}, "r/2"), Trial("fast", "d", "s", {**measured(1.1, 1.0, CHAT), **against(0.001)}, "r/3")]
+    trials = [quality_trial("default", 1.0, 0.0), quality_trial("kv-q4", 1.5, 0.043),
+              quality_trial("fast", 1.1, 0.001)]
     report = build_report(trials, "default", POLICY)
     assert {verdict.recipe: verdict.verdict for verdict in report.verdicts} == {
         "default": "start", "kv-q4": ANSWERS_DIFFER, "fast": BETTER}
@@ -207,8 +209,7 @@ def test_the_trade_off_chart_plots_speed_against_kld_for_each_measured_recipe(tm
     from rigforge.recipes.quality_plot import primary_of, render_quality_plot
     from rigforge.recipes.report import Trial
 
-    trials = [Trial("default", "d", "s", {**START_RESULT, **against(0.0)}, "r/1"),
-              Trial("kv-q4", "d", "s", {**measured(1.2, 1.0, CHAT), **against(0.043)}, "r/2")]
+    trials = [quality_trial("default", 1.0, 0.0), quality_trial("kv-q4", 1.2, 0.043)]
     report = build_report(trials, "default", POLICY)
     assert primary_of(report) is not None and primary_of(report)[0] == "decode_tps_per_user"
     png = render_quality_plot(report, tmp_path / "quality.png", "rig")
