@@ -215,6 +215,10 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
     if stopped_by_ctrl_c(start, "after the last trial"):
         return False
     report = build_report(list(tournament.trials.values()), start, policy, spent, tournament.rounds)
+    confirmed = recipes_decide.confirm_best(report, tournament, policy, stamp) if keep == "best" else report
+    if confirmed is None:
+        return False
+    report = confirmed
     folder = recipes_decide.write_report(report, results_dir / host.name / f"recipes-{stamp}", host.name, stamp)
     for line in report_table(report) + [f"recipes: {line[2:]}" for line in starts_lines(report)]:
         host.log(line)

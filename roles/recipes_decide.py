@@ -22,9 +22,10 @@ from rigforge.bench_runs.starts import minutes
 from rigforge.profile import Profile
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.quality_plot import render_quality_plot
-from rigforge.recipes.report import Report, Trial, report_json, report_markdown
+from rigforge.recipes.report import Report, Trial, build_report, report_json, report_markdown
 from rigforge.recipes.rounds import round_orders
-from rigforge.updates.verdict import CANNOT_TELL
+from rigforge.updates.policy import RegressionPolicy
+from rigforge.updates.verdict import BETTER, CANNOT_TELL
 
 #: A trial runner: (recipe profile, the recipe before it) -> the trial of one engine start.
 TryRecipe = Callable[[Profile, Profile | None], Trial]
@@ -145,6 +146,42 @@ def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
     spent = time.monotonic() - began
     return [f"{said}: measured {rounds} more round{'s' if rounds != 1 else ''} ({rounds * len(names)} starts), "
             f"{spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s)"]
+
+
+def confirm_best(report: Report, tournament: Tournament, policy: RegressionPolicy, seed: str) -> Report | None:
+    """The report whose ``best`` replicated: before keep=best moves the rig, the start and the best are measured
+    again in k new engine starts each, in freshly shuffled rounds, and the best must be judged ``better`` again on
+    those starts alone. A claim made by one unlucky run of starts (a neighbour's load, a slow boot) rarely repeats
+    itself in an independent run, so a false move needs two false claims in a row; a real gain does. When it does
+    not replicate, the recipe's verdict says so and nothing is kept. None when stopped (Ctrl-C) before the end.
+
+    + report: the tournament's report, with a ``best``
+    + tournament: the tournament that measured it (its rig, runner and the recipe the rig runs now)
+    + policy: the comparison's policy (the start's)
+    + seed: the shuffle's seed (the experiment's stamp)
+    """
+    if report.best is None:
+        return report
+    best, starts = report.best, tournament.profile.bench.verdicts.starts
+    again = Tournament(tournament.profile, tournament.try_recipe, tournament.stopped, tournament.trying,
+                       previous=tournament.previous)
+    host.log(f"recipes: {best} judged better than {report.start}: {starts} more starts each to confirm it "
+             "before the rig moves")
+    for order in round_orders([report.start, best], starts + 1, f"{seed}-confirm")[1:]:
+        if not again.run_round(order):
+            return None
+    tournament.previous = again.previous
+    tournament.seconds.extend(again.seconds)
+    confirmed = next(verdict for verdict in build_report(list(again.trials.values()), report.start, policy).verdicts
+                     if verdict.recipe == best)
+    if confirmed.verdict == BETTER:
+        line = f"{best}: better again in {starts} new starts a side ({confirmed.detail})"
+        return replace(report, spent=(*report.spent, line))
+    line = (f"{best}: judged better, but not again in {starts} new starts a side ({confirmed.verdict}: "
+            f"{confirmed.detail}); nothing kept")
+    verdicts = tuple(replace(verdict, verdict=CANNOT_TELL, detail=f"not confirmed: {line}; first: {verdict.detail}")
+                     if verdict.recipe == best else verdict for verdict in report.verdicts)
+    return replace(report, verdicts=verdicts, best=None, spent=(*report.spent, line))
 
 
 def write_report(report: Any, folder: Path, host_name: str, stamp: str) -> Path:

@@ -11,10 +11,11 @@ import pytest
 from rigforge.bench_runs.starts import bench_seconds, cost_words, minutes, start_seconds, update_plan_line
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
-from rigforge.recipes.report import CANNOT_TELL, SAME, RecipeVerdict, Report, Trial
+from rigforge.recipes.report import CANNOT_TELL, SAME, RecipeVerdict, Report, Trial, build_report
 from rigforge.recipes.rounds import plan_line, round_orders
 from roles import recipes_decide
-from roles.recipes_decide import Tournament, add_start, decide_more
+from roles.recipes_decide import Tournament, add_start, confirm_best, decide_more
+from tests.unit.test_promises_recipe_report import POLICY, measured
 
 NAMES = ["default", "one-slot", "rope-broken", "one-thread"]  # the sandbox profile's recipes
 
@@ -72,7 +73,8 @@ def test_the_plan_says_starts_cells_and_minutes_from_the_profile() -> None:
     assert plan_line(sandbox, NAMES) == (
         "plan: 4 recipes x 3 starts = 12 engine starts of 3 cells x 2 repeats; about 10 min (a start: 5 s to "
         "healthy, bench.verdicts.engine_start_s, + 45 s of bench), in 3 interleaved rounds; at most 2 min more "
-        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell")
+        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell; with keep=best, 6 more starts "
+        "to confirm a recipe judged better before the rig moves")
     assert update_plan_line(load_profile("2x-pix")).startswith(
         "plan: 3 starts before and 3 after = 6 engine starts of 12 cells x 3 repeats; about ")
     assert cost_words(profile(budget=0), 1).startswith("1 engine start of 3 cells")
@@ -148,3 +150,48 @@ def test_a_budget_too_small_for_a_round_says_so_and_measures_nothing(logged: Log
     assert decide_more(report(("one-slot", None)), tournament, "seed") == []  # nothing sized: nothing to buy
     assert decide_more(report(("one-slot", 9)), Tournament(profile(budget=0), fake_start(), lambda name: False,
                                                       lambda name: None), "seed") == []
+
+
+def scripted_starts(speeds: dict[str, list[float]]):  # noqa: ANN201 - a TryRecipe
+    """A stand-in for measured starts: each recipe's n-th start decodes at ``speeds[name][n]`` times the start's
+    speed (one result of rigforge's own shape, three starts ±0.1 % apart), no rig involved."""
+    counts: dict[str, int] = {}
+
+    def measure(recipe: Profile, before: Profile | None) -> Trial:
+        name = recipe.engine.recipe or ""
+        number = counts.get(name, 0)
+        counts[name] = number + 1
+        return Trial(name, "d", "s", measured(speeds[name][number], 1.0)[number % 3], f"results/h/{name}-{number}")
+    return measure
+
+
+def tournament_of(speeds: dict[str, list[float]]) -> tuple[Tournament, Report]:
+    tournament = Tournament(profile(budget=0), scripted_starts(speeds), lambda name: False, lambda name: None)
+    tournament.run(list(speeds), "seed")
+    return tournament, build_report(list(tournament.trials.values()), "default", POLICY, (), tournament.rounds)
+
+
+def test_keep_best_moves_the_rig_only_on_a_claim_that_replicates_in_new_starts(logged: Logged) -> None:
+    # Three lucky starts (+30 %), then three like the start's: the claim does not repeat, nothing is kept.
+    tournament, first = tournament_of({"default": [1.0] * 6, "one-thread": [1.3] * 3 + [1.0] * 3})
+    assert first.best == "one-thread"
+    confirmed = confirm_best(first, tournament, POLICY, "seed")
+    assert confirmed is not None and confirmed.best is None and len(tournament.seconds) == 12
+    verdict = next(verdict for verdict in confirmed.verdicts if verdict.recipe == "one-thread")
+    assert verdict.verdict == CANNOT_TELL and verdict.detail.startswith("not confirmed: one-thread: judged better, "
+                                                                        "but not again in 3 new starts a side (")
+    assert confirmed.spent[-1].endswith("; nothing kept")
+    # A real gain repeats itself: kept, and the report says it was confirmed.
+    tournament, first = tournament_of({"default": [1.0] * 6, "one-thread": [1.3] * 6})
+    confirmed = confirm_best(first, tournament, POLICY, "seed")
+    assert confirmed is not None and confirmed.best == "one-thread"
+    assert confirmed.spent[-1].startswith("one-thread: better again in 3 new starts a side (")
+    # Nothing judged better: nothing measured again.
+    tournament, first = tournament_of({"default": [1.0] * 3, "one-thread": [1.0] * 3})
+    assert confirm_best(first, tournament, POLICY, "seed") is first and len(tournament.seconds) == 6
+
+
+def test_ctrl_c_during_the_confirmation_stops_the_experiment(logged: Logged) -> None:
+    tournament, first = tournament_of({"default": [1.0] * 6, "one-thread": [1.3] * 6})
+    tournament.stopped = lambda name: True
+    assert confirm_best(first, tournament, POLICY, "seed") is None
