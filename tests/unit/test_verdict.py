@@ -55,10 +55,12 @@ def test_a_true_loss_inside_the_tolerance_is_called_worse_at_most_5_percent(desi
     assert rates.worse <= 0.05 and rates.better == 0.0, rates
 
 
-@pytest.mark.parametrize(("profile", "starts"), [("2x-pix", STARTS), ("8x-turin", STARTS), ("4x-threadripper", 4)])
-def test_a_20_percent_change_at_a_2_percent_offset_is_found_in_80_percent(profile: str, starts: int) -> None:
-    # 4x-threadripper's primary (output at C=8) has a 10 % tolerance: 3 starts find +20 % in about 65 %, 4 in 95 %
-    rates = claim_rates(load_profile(profile), 0.02, 0.02, 0.20, DRAWS, seed=34, starts=starts)
+@pytest.mark.parametrize("profile", ["2x-pix", "8x-turin", "4x-threadripper"])
+def test_a_20_percent_change_at_a_2_percent_offset_is_found_in_80_percent(profile: str) -> None:
+    # At each profile's own starts a side: 4x-threadripper's primary (output at C=8) has a 10 % tolerance, and
+    # 3 starts find +20 % in about 65 %, its 4 in 95 %.
+    loaded = load_profile(profile)
+    rates = claim_rates(loaded, 0.02, 0.02, 0.20, DRAWS, seed=34, starts=loaded.bench.verdicts.starts)
     assert rates.better >= 0.80 and rates.worse == 0.0, rates
 
 
