@@ -215,7 +215,7 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
     if stopped_by_ctrl_c(start, "after the last trial"):
         return False
     report = build_report(list(tournament.trials.values()), start, policy, spent, tournament.rounds)
-    confirmed = recipes_decide.confirm_best(report, tournament, policy, stamp) if keep == "best" else report
+    confirmed = recipes_decide.confirm_best(report, tournament, policy, stamp)  # a better verdict must replicate
     if confirmed is None:
         return False
     report = confirmed

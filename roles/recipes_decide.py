@@ -149,11 +149,12 @@ def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
 
 
 def confirm_best(report: Report, tournament: Tournament, policy: RegressionPolicy, seed: str) -> Report | None:
-    """The report whose ``best`` replicated: before keep=best moves the rig, the start and the best are measured
-    again in k new engine starts each, in freshly shuffled rounds, and the best must be judged ``better`` again on
-    those starts alone. A claim made by one unlucky run of starts (a neighbour's load, a slow boot) rarely repeats
-    itself in an independent run, so a false move needs two false claims in a row; a real gain does. When it does
-    not replicate, the recipe's verdict says so and nothing is kept. None when stopped (Ctrl-C) before the end.
+    """The report whose ``best`` replicated: before the report says ``better`` (and keep=best moves the rig), the
+    start and the best are measured again in k new engine starts each, in freshly shuffled rounds, and the best
+    must be judged ``better`` again on those starts alone. A claim made by one unlucky run of starts (a
+    neighbour's load, a slow boot) rarely repeats itself in an independent run, so a false claim needs two in a
+    row; a real gain repeats. When it does not replicate, the recipe's verdict says so and nothing is kept. None
+    when stopped (Ctrl-C) before the end.
 
     + report: the tournament's report, with a ``best``
     + tournament: the tournament that measured it (its rig, runner and the recipe the rig runs now)
@@ -165,8 +166,7 @@ def confirm_best(report: Report, tournament: Tournament, policy: RegressionPolic
     best, starts = report.best, tournament.profile.bench.verdicts.starts
     again = Tournament(tournament.profile, tournament.try_recipe, tournament.stopped, tournament.trying,
                        previous=tournament.previous)
-    host.log(f"recipes: {best} judged better than {report.start}: {starts} more starts each to confirm it "
-             "before the rig moves")
+    host.log(f"recipes: {best} judged better than {report.start}: {starts} more starts each to confirm it")
     for order in round_orders([report.start, best], starts + 1, f"{seed}-confirm")[1:]:
         if not again.run_round(order):
             return None

@@ -49,5 +49,5 @@ def plan_line(profile: Profile, names: list[str]) -> str:
     more = (f"; at most {minutes(budget)} more (bench.verdicts.decide_budget_s) for extra starts where a verdict "
             "cannot tell") if budget else ""
     return (f"plan: {len(names)} recipes x {starts} starts = {cost_words(profile, len(names) * starts)}, in "
-            f"{starts} interleaved round{'s' if starts != 1 else ''}{more}; with keep=best, {2 * starts} more "
-            "starts to confirm a recipe judged better before the rig moves")
+            f"{starts} interleaved round{'s' if starts != 1 else ''}{more}; {2 * starts} more starts to confirm "
+            "a recipe judged better")

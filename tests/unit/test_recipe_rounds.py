@@ -73,8 +73,8 @@ def test_the_plan_says_starts_cells_and_minutes_from_the_profile() -> None:
     assert plan_line(sandbox, NAMES) == (
         "plan: 4 recipes x 3 starts = 12 engine starts of 3 cells x 2 repeats; about 10 min (a start: 5 s to "
         "healthy, bench.verdicts.engine_start_s, + 45 s of bench), in 3 interleaved rounds; at most 2 min more "
-        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell; with keep=best, 6 more starts "
-        "to confirm a recipe judged better before the rig moves")
+        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell; 6 more starts to confirm a "
+        "recipe judged better")
     assert update_plan_line(load_profile("2x-pix")).startswith(
         "plan: 3 starts before and 3 after = 6 engine starts of 12 cells x 3 repeats; about ")
     assert cost_words(profile(budget=0), 1).startswith("1 engine start of 3 cells")
