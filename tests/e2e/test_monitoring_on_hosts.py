@@ -3,11 +3,14 @@
 Real here: Debian 12 with systemd, apt, Debian's prometheus-node-exporter 1.5 and prometheus 2.42, rigforge's
 timer and collector, llama.cpp's server (xllamacpp) under systemd and its journal. One host, tests in order,
 each starting where the last ended; short intervals (interval_s 10, scrapes and rule evaluations every 2 s, a
-20 s known-failure window): the whole module took 88 s on the 2-core CI machine:
+45 s known-failure window): the whole module took about 2 minutes on the 2-core CI machine. How long each alert
+took is printed, not asserted beyond a bound a loaded machine keeps (two intervals plus LOADED_S: the collector,
+the scrapes, the rule evaluations and each query's docker exec all stretch under load; no speed floors in tests):
 
 1. serve, then deploys/monitoring.py; a second run plans nothing; Prometheus (on the rig, loopback only)
    scrapes the rig's metrics through node_exporter, the CPU-only host says 0 GPUs and no nvidia-smi;
-2. a known-failure line in the engine's journal raises its alert in Prometheus' API within two intervals, and
+2. a known-failure line in the engine's journal raises its alert in Prometheus' API (within two intervals on an
+   idle machine: 1-9 s measured), and
    the alert clears once the line is older than the window;
 3. the engine stopped raises "engine down"; the collector's own CPU cost is read from its metrics;
 4. the engine asking for its API key (``engine.auth: key``): its /metrics refuses a request without the key, and
@@ -40,7 +43,9 @@ from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
 DEPLOY = "deploys/monitoring.py"
 INTERVAL_S = 10
-WINDOW_S = 20
+WINDOW_S = 45
+#: What a loaded 2-core machine may add to two intervals before an alert shows in Prometheus' API.
+LOADED_S = 60
 #: Short intervals for the test; Prometheus runs on the rig itself (its inventory names it: host overrides).
 MONITORING = {"interval_s": INTERVAL_S,
               "prometheus": {"install": True, "scrape_interval_s": 2, "evaluation_interval_s": 2},
@@ -135,10 +140,12 @@ def test_a_known_failure_line_fires_its_alert_and_clears_after_the_window(rig: R
     # The stand-in (module docstring): a process in the engine's cgroup writes the line to the journal.
     rig.sh(["sh", "-c", PLANT, "plant", line])
     # journald files a datagram on its own time: wait until the engine's journal shows it.
-    wait_for(lambda: line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -1min"), 10, "the line filed")
-    took = wait_for(lambda: rig.firing("RigforgeKnownFailure", id=PLANTED), 2 * INTERVAL_S, "the alert fires")
-    cleared = wait_for(lambda: not rig.firing("RigforgeKnownFailure", id=PLANTED), WINDOW_S + 2 * INTERVAL_S,
-                       "the alert clears")
+    wait_for(lambda: line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -5min"), LOADED_S,
+             "the line filed")
+    took = wait_for(lambda: rig.firing("RigforgeKnownFailure", id=PLANTED), 2 * INTERVAL_S + LOADED_S,
+                    "the alert fires")
+    cleared = wait_for(lambda: not rig.firing("RigforgeKnownFailure", id=PLANTED),
+                       WINDOW_S + 2 * INTERVAL_S + LOADED_S, "the alert clears")
     print(f"known failure {PLANTED}: firing {took:.0f} s after the line, cleared {cleared:.0f} s later "
           f"(interval {INTERVAL_S} s, window {WINDOW_S} s)")
 
@@ -146,7 +153,7 @@ def test_a_known_failure_line_fires_its_alert_and_clears_after_the_window(rig: R
 def test_the_engine_stopped_is_engine_down(rig: Rig) -> None:
     assert not rig.firing("RigforgeEngineDown")
     rig.sh(f"systemctl stop {UNIT_NAME}")
-    took = wait_for(lambda: rig.firing("RigforgeEngineDown"), 2 * INTERVAL_S, "engine down fires")
+    took = wait_for(lambda: rig.firing("RigforgeEngineDown"), 2 * INTERVAL_S + LOADED_S, "engine down fires")
     print(f"engine stopped: RigforgeEngineDown firing after {took:.0f} s")
     cpu = rig.value("rigforge_health_metrics_cpu_seconds_total")
     writes = rig.value("rigforge_health_metrics_writes_total")
