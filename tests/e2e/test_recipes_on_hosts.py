@@ -185,7 +185,9 @@ def test_identical_recipes_on_an_engine_of_many_speeds_are_never_judged_and_keep
     elif min(ones) > 1.25 * max(starts):
         assert slower["verdict"] != WORSE or not slower["detail"].startswith("decode"), slower
     else:
-        assert slower["verdict"] != CANNOT_TELL or re.search(r"noise ±[0-9.]+ %", slower["detail"]), slower
+        # A cannot tell names its noise, or says a better verdict did not replicate in new starts.
+        assert slower["verdict"] != CANNOT_TELL or re.search(r"noise ±[0-9.]+ %|^not confirmed: ", slower["detail"]), \
+            slower
     assert report["best"] != "aa1" and report["best"] != "aa2"
     assert len(report["rounds"]) == 3 and sorted(report["rounds"][1]) == sorted(by_name)
     assert all(len(entry["primary_per_start"]) == 3 for entry in report["recipes"]), report["recipes"]
