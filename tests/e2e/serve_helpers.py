@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from rigforge.sandbox import SandboxHost, exec_in
+from tests.e2e.conftest import E2E_OVERRIDES, merged_overrides
 
 
 class SshProxy:
@@ -83,7 +84,9 @@ def known_hosts_for_port(known_hosts: Path, from_port: int, to_port: int, dest: 
 
 def proxied_inventory(path: Path, state_dir: Path, host: SandboxHost, proxy: SshProxy, known_hosts: Path,
                       overrides: dict) -> Path:
-    """An inventory reaching ``host`` through ``proxy`` (same profile resolution as the e2e inventories)."""
+    """An inventory reaching ``host`` through ``proxy`` (same profile resolution as the e2e inventories, over the
+    same E2E_OVERRIDES: a run through it applies the profile the others apply)."""
+    overrides = merged_overrides(E2E_OVERRIDES, overrides)
     path.write_text(
         "from rigforge.inventory import sandbox_hosts\n\n"
         f"hosts = [(name, {{**data, 'ssh_port': {proxy.port}, 'ssh_known_hosts_file': {str(known_hosts)!r}}})\n"
