@@ -24,7 +24,7 @@ from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
-from rigforge.quality.reference import load_reference, model_key, quality_config, save_reference
+from rigforge.quality.reference import load_reference, model_key, provenance, quality_config, save_reference
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.history import load_result
 from rigforge.updates.record import UpdateRecord, write_record
@@ -82,13 +82,18 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
             passed["against_reference"] = {"recorded": True, "reference": key}
     else:
         measured = compare_passes(reference["pass"], passed)
-        if (is_reference_recipe and reference.get("noise") is None and start and start != reference.get(
-                "engine_start") and measured.refused is None):
+        # An imported reference's noise is its own run's: a pass here against it measures the checkpoints' gap.
+        if (is_reference_recipe and reference.get("noise") is None and not reference.get("imported") and start
+                and start != reference.get("engine_start") and measured.refused is None):
             reference["noise"] = {**measured.as_dict(), "run": str(result_path.parent), "engine_start": start}
             save_reference(results_dir, key, reference)
             host.log(f"quality: the A/A noise of {key}'s reference recorded (another engine start): mean KLD "
                      f"{measured.mean_kld:.4f}", logger.info)
         passed["against_reference"] = {**measured.as_dict(), "reference": key,
+                                       # an imported reference's recipe ran elsewhere: no local pass is its A/A
+                                       "reference_recipe": None if reference.get("imported") else reference.get(
+                                           "recipe"),
+                                       "reference_source": provenance(reference),
                                        "tolerance": profile.bench.quality.max_mean_kld,
                                        "noise": reference.get("noise")}
     temporary = result_path.with_name(result_path.name + ".tmp")

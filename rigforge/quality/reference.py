@@ -4,7 +4,8 @@
 reference_recipe``, else the default recipe) from the first bench that measured it, the engine start it ran in,
 and — once the same recipe was measured in another engine start — the A/A noise: that pass against the first
 (GPU kernels and even llama.cpp's prompt cache are not bit-exact between starts). A reference made elsewhere (a
-BF16 or FP8 checkpoint's pass, as the wiki's KLD page uses) is imported by putting its file there.
+BF16 or FP8 checkpoint's pass, as the wiki's KLD page uses) is imported with ``python -m
+rigforge.quality.reference_import`` (checked, written atomically, its origin kept under ``imported``).
 
 Example::
 
@@ -67,6 +68,23 @@ def save_reference(results_dir: Path, key: str, reference: Mapping[str, Any]) ->
     temporary.write_text(json.dumps(reference, indent=1) + "\n")
     os.replace(temporary, path)
     return path
+
+
+def provenance(reference: Mapping[str, Any]) -> str:
+    """Where a stored reference came from, in words (the report shows it beside every verdict that used it).
+
+    >>> provenance({"recipe": "default", "run": "results/sb/20261127T0900Z"})
+    'recorded from recipe default in run results/sb/20261127T0900Z'
+    >>> provenance({"recipe": "bf16", "imported": {"from": "/x/ref.json", "at": "2026-11-27T09:40Z",
+    ...                                            "checkpoint": "org/model-BF16@abc"}})
+    'imported 2026-11-27T09:40Z from /x/ref.json (recipe bf16, checkpoint org/model-BF16@abc)'
+    """
+    imported = reference.get("imported")
+    if not imported:
+        return f"recorded from recipe {reference.get('recipe')} in run {reference.get('run')}"
+    said = [f"recipe {reference['recipe']}"] if reference.get("recipe") else []
+    said += [f"checkpoint {imported['checkpoint']}"] if imported.get("checkpoint") else []
+    return f"imported {imported.get('at')} from {imported.get('from')}" + (f" ({', '.join(said)})" if said else "")
 
 
 def load_corpus(path: Path = CORPUS_PATH) -> dict[str, Any]:

@@ -1,15 +1,19 @@
 """The tournament's trade-off chart (quality.png): each measured recipe's primary speed against its mean KLD from
-the model's reference, with both spreads — speed whiskers over every repeat (the start's runs pooled), KLD
-whiskers over the texts' own means — the tolerance as a vertical line and the reference's A/A noise shaded."""
+the model's reference, with both spreads over the unit the verdicts judge, the engine start — speed whiskers over
+the recipe's starts (its repeats when it ran once), the KLD point the median of its starts' mean KLDs and its
+whiskers their range (the texts' own means when it ran once) — the tolerance as a vertical line and twice the A/A
+noise the veto used shaded (rigforge/quality/over_starts.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rigforge.quality.over_starts import StartsJudgement
 from rigforge.recipes.cells import Key, repeats_of, where
 from rigforge.recipes.plot import write_png
+from rigforge.recipes.quality_veto import judge_trial
 from rigforge.recipes.report import Report
 from rigforge.updates.comparison import METRICS
 
@@ -22,7 +26,8 @@ def primary_of(report: Report) -> tuple[str, Key] | None:
 
 
 def kld_point(result: Mapping[str, Any] | None) -> tuple[float, float, float] | None:
-    """(mean KLD, how far below and above it the texts' means reach) of a result, None without a comparison.
+    """(mean KLD, how far below and above it the texts' means reach) of one start's result, None without a
+    comparison.
 
     >>> kld_point({"quality": {"against_reference": {"mean_kld": 0.04, "text_kld": {"a": 0.03, "b": 0.05}}}})
     (0.04, 0.010000000000000002, 0.010000000000000002)
@@ -33,6 +38,22 @@ def kld_point(result: Mapping[str, Any] | None) -> tuple[float, float, float] | 
         return None
     texts = list((against.get("text_kld") or {}).values()) or [mean]
     return mean, max(0.0, mean - min(texts)), max(0.0, max(texts) - mean)
+
+
+def kld_over_starts(judged: StartsJudgement, starts: Sequence[Mapping[str, Any]]) -> \
+        tuple[float, float, float] | None:
+    """(median of the starts' mean KLDs, how far below and above it the starts reach) — the texts' spread when
+    only one start has a comparison; None when none has.
+
+    >>> from rigforge.quality.over_starts import StartsJudgement
+    >>> kld_over_starts(StartsJudgement("differ", "x", (0.04, 0.05, None, 0.045)), [])
+    (0.045, 0.0049999999999999975, 0.0050000000000000044)
+    """
+    values = [value for value in judged.per_start if value is not None]
+    if len(values) == 1:
+        return next(point for result in starts if (point := kld_point(result)) is not None)
+    median = judged.mean_kld
+    return None if median is None else (median, median - min(values), max(values) - median)
 
 
 def render_quality_plot(report: Report, png: Path, title: str, tolerance: float | None = None) -> Path | None:
@@ -49,8 +70,10 @@ def render_quality_plot(report: Report, png: Path, title: str, tolerance: float 
     primary = primary_of(report)
     verdicts = {verdict.recipe: verdict for verdict in report.verdicts}
     points = []
+    judged = {trial.recipe: judge_trial(trial, report.trials, report.start) for trial in report.trials
+              if not trial.disqualified}
     for trial in report.trials:
-        kld = kld_point(trial.result)
+        kld = kld_over_starts(judged[trial.recipe], trial.starts) if trial.recipe in judged else None
         speed = verdicts[trial.recipe].primary
         if primary is None or kld is None or speed is None or trial.disqualified:
             continue
@@ -66,18 +89,18 @@ def render_quality_plot(report: Report, png: Path, title: str, tolerance: float 
     for recipe, (mean, low, high), speed, (below, above) in points:
         axes.errorbar([mean], [speed], xerr=[[low], [high]], yerr=[[below], [above]], fmt="o", capsize=4,
                       label=f"{recipe} ({verdicts[recipe].verdict})")
-    noise = next((((trial.result or {}).get("quality") or {}).get("against_reference") or {}).get("noise")
-                 for trial in report.trials if trial.recipe == report.start)
-    if noise and noise.get("mean_kld") is not None:
-        axes.axvspan(0, 2 * noise["mean_kld"], color="grey", alpha=0.2, label="2x the reference's A/A noise")
-    tolerance = tolerance if tolerance is not None else next(
-        (against["tolerance"] for trial in report.trials
-         if (against := ((trial.result or {}).get("quality") or {}).get("against_reference") or {}).get("tolerance")),
-        None)
+    noise = max((judgement.noise_kld for judgement in judged.values() if judgement.noise_kld is not None),
+                default=None)
+    if noise is not None:
+        axes.axvspan(0, 2 * noise, color="grey", alpha=0.2, label="2x the A/A noise the veto used")
+    if tolerance is None:
+        tolerance = next((judgement.tolerance for judgement in judged.values() if judgement.tolerance is not None),
+                         None)
     if tolerance is not None:
         axes.axvline(tolerance, color="red", linestyle="--", label=f"tolerance {tolerance:g}")
-    axes.set_xlabel("mean KLD from the reference (nats, top-k); whiskers: the texts' means")
-    axes.set_ylabel(f"{report.primary}; whiskers: every repeat")
+    axes.set_xlabel("mean KLD from the reference (nats, top-k), median of the starts; whiskers: the starts' range "
+                   "(one start: its texts' means)")
+    axes.set_ylabel(f"{report.primary}; whiskers: the starts (one start: its repeats)")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     figure.suptitle(title + ": speed against answers")

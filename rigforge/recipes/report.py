@@ -33,7 +33,7 @@ from rigforge.recipes.cells import (
     primary_value,
     where,
 )
-from rigforge.recipes.quality_veto import ANSWERS_DIFFER, veto
+from rigforge.recipes.quality_veto import ANSWERS_DIFFER, judge_trial, quality_json, quality_lines, veto
 from rigforge.updates.comparison import Comparison, RegressionPolicy, compare
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
@@ -143,7 +143,7 @@ def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy, 
             verdicts.append(RecipeVerdict(trial.recipe, CANNOT_TELL, "no measured starting recipe to compare with",
                                           decode_c1(trial.result or {})))
         else:
-            verdicts.append(veto(judge_recipe(start_starts, trial, policy), trial.result))  # quality vetoes
+            verdicts.append(veto(judge_recipe(start_starts, trial, policy), judge_trial(trial, trials, start)))
     better = [verdict for verdict in verdicts if verdict.verdict == BETTER and verdict.primary is not None]
     higher = policy.primary is None or metric(policy.primary.metric).higher_is_better
     best = max(better, key=lambda verdict: (verdict.primary or 0.0) * (1 if higher else -1)).recipe if better else None
@@ -233,6 +233,9 @@ def report_markdown(report: Report, host: str, stamp: str) -> str:
         lines += ["", "## Engine starts", ""] + starts_lines(report)
     if report.spent:
         lines += ["", "## More starts where a verdict could not tell", ""] + [f"- {line}" for line in report.spent]
+    quality = quality_lines(report.trials, report.start)
+    if quality:
+        lines += ["", "## Answers against the model's reference (every start's pass)", ""] + quality
     if any(trial.claims for trial in report.trials):
         lines += ["", "## Claimed beside measured", ""] + claims_table(report)
     lines += ["", "## Images", ""] + [f"- **{trial.recipe}**: {image_line(trial)}" for trial in report.trials]
@@ -267,7 +270,7 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
                      "claims": [dict(claim) for claim in trial.claims],
                      "image": trial.image,
                      "image_git_refs": {arg: dict(ref) for arg, ref in trial.image_git_refs.items()},
-                     "quality": ((trial.result or {}).get("quality") or {}).get("against_reference"),
+                     "quality": quality_json(judge_trial(trial, report.trials, report.start), trial),
                      "measured": {where(key): {name: over_starts(trial.starts, name, key) for name in TABLE_METRICS}
                                   for key in report.cells},
                      "primary_per_start": list(dict(report.per_start).get(trial.recipe, ())),

@@ -19,6 +19,7 @@ from rigforge.bench.quality import Step, greedy_steps
 from rigforge.profile.loader import load_profile
 from rigforge.quality.judge import DIFFER, SAME_ANSWERS, UNKNOWN, judge_quality
 from rigforge.quality.kld import compare_passes, position_kld
+from rigforge.quality.over_starts import judge_over_starts
 from rigforge.quality.reference import load_corpus, quality_config
 from rigforge.quality.tasks import TaskSetMissing, grade
 from rigforge.recipes.quality_veto import ANSWERS_DIFFER, veto
@@ -164,12 +165,13 @@ def quality_trial(name: str, speed: float, mean_kld: float) -> Trial:
 
 def test_a_faster_recipe_whose_answers_differ_is_never_better_nor_kept() -> None:
     faster = RecipeVerdict("kv-q4", BETTER, "decode C=1 in=128: 30.0 → 39.0 tok/s (+30.0 %)")
-    vetoed = veto(faster, against(0.043))
-    assert vetoed.verdict == ANSWERS_DIFFER and vetoed.detail.startswith("faster, answers differ (mean KLD 0.0430")
-    unmeasured = veto(faster, {"quality": {"against_reference": {"refused": "no reference"}}})
+    vetoed = veto(faster, judge_over_starts([against(0.043)]))
+    assert vetoed.verdict == ANSWERS_DIFFER
+    assert vetoed.detail.startswith("faster, answers differ in all 1 start (mean KLD 0.0430")
+    unmeasured = veto(faster, judge_over_starts([{"quality": {"against_reference": {"refused": "no reference"}}}]))
     assert unmeasured.verdict == CANNOT_TELL and unmeasured.detail.startswith("faster, but quality cannot tell")
-    assert veto(faster, {}).verdict == BETTER  # a profile without the pass: speed alone, as before
-    assert veto(replace(faster, verdict=SAME), against(0.002)).verdict == SAME
+    assert veto(faster, judge_over_starts([{}])).verdict == BETTER  # a profile without the pass: speed alone
+    assert veto(replace(faster, verdict=SAME), judge_over_starts([against(0.002)])).verdict == SAME
     trials = [quality_trial("default", 1.0, 0.0), quality_trial("kv-q4", 1.5, 0.043),
               quality_trial("fast", 1.1, 0.001)]
     report = build_report(trials, "default", POLICY)
