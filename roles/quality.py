@@ -24,7 +24,7 @@ from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
-from rigforge.quality.reference import load_reference, model_key, provenance, quality_config, save_reference
+from rigforge.quality.reference import against_block, load_reference, model_key, quality_config, save_reference
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.history import load_result
 from rigforge.updates.record import UpdateRecord, write_record
@@ -89,13 +89,8 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
             save_reference(results_dir, key, reference)
             host.log(f"quality: the A/A noise of {key}'s reference recorded (another engine start): mean KLD "
                      f"{measured.mean_kld:.4f}", logger.info)
-        passed["against_reference"] = {**measured.as_dict(), "reference": key,
-                                       # an imported reference's recipe ran elsewhere: no local pass is its A/A
-                                       "reference_recipe": None if reference.get("imported") else reference.get(
-                                           "recipe"),
-                                       "reference_source": provenance(reference),
-                                       "tolerance": profile.bench.quality.max_mean_kld,
-                                       "noise": reference.get("noise")}
+        passed["against_reference"] = against_block(reference, key, measured.as_dict(),
+                                                    profile.bench.quality.max_mean_kld)
     temporary = result_path.with_name(result_path.name + ".tmp")
     temporary.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     os.replace(temporary, result_path)

@@ -87,6 +87,22 @@ def provenance(reference: Mapping[str, Any]) -> str:
     return f"imported {imported.get('at')} from {imported.get('from')}" + (f" ({', '.join(said)})" if said else "")
 
 
+def against_block(reference: Mapping[str, Any], key: str, measured: Mapping[str, Any], tolerance: float) -> \
+        dict[str, Any]:
+    """A result's ``quality.against_reference``: the comparison (``QualityMeasure.as_dict()``), which reference it
+    used and where that came from, the tolerance and the reference's A/A noise.
+
+    + reference: the stored reference
+    + key: its model key
+    + measured: the pass compared with it
+    + tolerance: the profile's ``bench.quality.max_mean_kld``
+    """
+    return {**measured, "reference": key,
+            # an imported reference's recipe ran elsewhere: no pass here is its A/A
+            "reference_recipe": None if reference.get("imported") else reference.get("recipe"),
+            "reference_source": provenance(reference), "tolerance": tolerance, "noise": reference.get("noise")}
+
+
 def load_corpus(path: Path = CORPUS_PATH) -> dict[str, Any]:
     """The fixed texts every quality pass reads (rigforge/quality/corpus.json: source and licence inside)."""
     return json.loads(path.read_text())
