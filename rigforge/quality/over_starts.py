@@ -143,19 +143,19 @@ def judge_over_starts(starts: Sequence[Mapping[str, Any] | None],
     if not counted:
         return StartsJudgement(UNKNOWN, "quality: this run recorded the reference (nothing to compare yet)", **common)
     means = ", ".join("—" if mean is None else f"{mean:.4f}" for _, _, mean, _ in counted)
-    clear = (f"the tolerance {float(tolerance):g} and {NOISE_TIMES:g}x the A/A noise "
-             + ("not measured yet" if floor is None else f"{floor:.4f}")) if tolerance is not None else ""
+    noise = f"{NOISE_TIMES:g}x the A/A noise " + ("not measured yet" if floor is None else f"{floor:.4f}")
+    within = f"the tolerance {float(tolerance):g}" if tolerance is not None else "the tolerance"
     states = {state for _, state, _, _ in counted}
     total = len(counted)
+    every = "its one start" if total == 1 else f"all {total} starts"
     if states == {DIFFER}:
         first = next((against_of(result).get("first_divergence") for result in starts
                       if against_of(result).get("first_divergence")), None)
-        return StartsJudgement(DIFFER, f"answers differ in all {total} start{'s' if total > 1 else ''} (mean KLD "
-                                       f"{means}; each past {clear}{left_out})" + (f"; first: {first}" if first
-                                                                                    else ""), **common)
+        line = f"answers differ in {every} (mean KLD {means}; each past {within} and {noise}{left_out})"
+        return StartsJudgement(DIFFER, line + (f"; first: {first}" if first else ""), **common)
     if states == {SAME_ANSWERS}:
-        return StartsJudgement(SAME_ANSWERS, f"answers same in all {total} start{'s' if total > 1 else ''} (mean KLD "
-                                             f"{means}; each within {clear}{left_out})", **common)
+        return StartsJudgement(SAME_ANSWERS, f"answers same in {every} (mean KLD "
+                                             f"{means}; each within {within}, {noise}{left_out})", **common)
     said = []
     for state in (DIFFER, SAME_ANSWERS):
         numbers = [number for number, seen, _, _ in counted if seen == state]
@@ -164,4 +164,5 @@ def judge_over_starts(starts: Sequence[Mapping[str, Any] | None],
     said += [f"start {number}: {why}" for number, state, _, why in counted
              if state not in (DIFFER, SAME_ANSWERS)]
     return StartsJudgement(UNKNOWN, f"quality cannot tell ({'; '.join(said)}; mean KLD per start {means}; a claim "
-                                    f"needs every start past or within {clear}{left_out})", **common)
+                                    f"needs every start past {within} and {noise}, or every start within it"
+                                    f"{left_out})", **common)

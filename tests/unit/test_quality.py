@@ -167,7 +167,7 @@ def test_a_faster_recipe_whose_answers_differ_is_never_better_nor_kept() -> None
     faster = RecipeVerdict("kv-q4", BETTER, "decode C=1 in=128: 30.0 → 39.0 tok/s (+30.0 %)")
     vetoed = veto(faster, judge_over_starts([against(0.043)]))
     assert vetoed.verdict == ANSWERS_DIFFER
-    assert vetoed.detail.startswith("faster, answers differ in all 1 start (mean KLD 0.0430")
+    assert vetoed.detail.startswith("faster, answers differ in its one start (mean KLD 0.0430")
     unmeasured = veto(faster, judge_over_starts([{"quality": {"against_reference": {"refused": "no reference"}}}]))
     assert unmeasured.verdict == CANNOT_TELL and unmeasured.detail.startswith("faster, but quality cannot tell")
     assert veto(faster, judge_over_starts([{}])).verdict == BETTER  # a profile without the pass: speed alone

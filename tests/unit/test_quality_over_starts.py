@@ -52,7 +52,7 @@ def test_one_start_of_three_past_the_tolerance_cannot_tell() -> None:
     judged = judge_over_starts([{"quality": compared(mean)} for mean in (0.002, 0.045, 0.001)])
     assert judged.state == UNKNOWN
     assert "answers differ in start 2 of 3; answers same in starts 1, 3 of 3" in judged.line
-    assert "a claim needs every start past or within" in judged.line
+    assert "a claim needs every start past the tolerance 0.01 and 2x the A/A noise 0.0007, or every" in judged.line
 
 
 def test_a_missing_or_failed_pass_in_one_start_cannot_tell() -> None:
