@@ -143,7 +143,8 @@ def judge_over_starts(starts: Sequence[Mapping[str, Any] | None],
     if not counted:
         return StartsJudgement(UNKNOWN, "quality: this run recorded the reference (nothing to compare yet)", **common)
     means = ", ".join("—" if mean is None else f"{mean:.4f}" for _, _, mean, _ in counted)
-    noise = f"{NOISE_TIMES:g}x the A/A noise " + ("not measured yet" if floor is None else f"{floor:.4f}")
+    measured_noise = "A/A noise " + ("not measured yet" if floor is None else f"{floor:.4f}")
+    noise = f"{NOISE_TIMES:g}x the {measured_noise}"
     within = f"the tolerance {float(tolerance):g}" if tolerance is not None else "the tolerance"
     states = {state for _, state, _, _ in counted}
     total = len(counted)
@@ -154,8 +155,8 @@ def judge_over_starts(starts: Sequence[Mapping[str, Any] | None],
         line = f"answers differ in {every} (mean KLD {means}; each past {within} and {noise}{left_out})"
         return StartsJudgement(DIFFER, line + (f"; first: {first}" if first else ""), **common)
     if states == {SAME_ANSWERS}:
-        return StartsJudgement(SAME_ANSWERS, f"answers same in {every} (mean KLD "
-                                             f"{means}; each within {within}, {noise}{left_out})", **common)
+        return StartsJudgement(SAME_ANSWERS, f"answers same in {every} (mean KLD {means}; each within {within}; "
+                                             f"{measured_noise}{left_out})", **common)
     said = []
     for state in (DIFFER, SAME_ANSWERS):
         numbers = [number for number, seen, _, _ in counted if seen == state]

@@ -98,9 +98,8 @@ def render_quality_plot(report: Report, png: Path, title: str, tolerance: float 
                          None)
     if tolerance is not None:
         axes.axvline(tolerance, color="red", linestyle="--", label=f"tolerance {tolerance:g}")
-    axes.set_xlabel("mean KLD from the reference (nats, top-k), median of the starts; whiskers: the starts' range "
-                   "(one start: its texts' means)")
-    axes.set_ylabel(f"{report.primary}; whiskers: the starts (one start: its repeats)")
+    axes.set_xlabel("mean KLD from the reference (nats, top-k): median of the starts, whiskers their range")
+    axes.set_ylabel(f"{report.primary}; whiskers: the starts")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     figure.suptitle(title + ": speed against answers")
