@@ -70,6 +70,8 @@ def read_source(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         checkpoint = f"{meta['model']}@{meta.get('model_revision')}" if meta.get("model") else None
         return data["quality"], {"field": "quality.", "recipe": meta.get("recipe"), "run": str(path.resolve().parent),
                                  "checkpoint": checkpoint, "engine_start": meta.get("engine_start"), "noise": None}
+    if isinstance(data, dict) and "quality" in data and data["quality"] is None:
+        raise _field(path, "quality", "is null: that bench ran no quality pass", "a result whose quality pass ran")
     if isinstance(data, dict) and "texts" in data and "corpus" in data:  # a pass alone (a result's quality block)
         return data, {"field": "", "recipe": None, "run": str(path.resolve().parent), "checkpoint": None,
                       "engine_start": None, "noise": None}

@@ -60,6 +60,7 @@ def test_a_result_from_another_run_becomes_the_reference_with_where_it_came_from
 @pytest.mark.parametrize(("change", "said"), [
     (lambda data: "{not json", "not a readable JSON file"),
     (lambda data: {"cells": []}, "neither a reference (an object with field 'pass')"),
+    (lambda data: {"cells": [], "quality": None}, "field quality is null: that bench ran no quality pass"),
     (lambda data: {**data, "corpus": "kjv-v0"}, "field corpus is 'kjv-v0': another corpus version measures other "
                                                  "texts, so no pass here could be compared with it; allowed: 'kjv-v1'"),
     (lambda data: {**data, "method": "sampled"}, "field method is 'sampled'; allowed: 'forced' or 'greedy'"),
