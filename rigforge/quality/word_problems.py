@@ -1,0 +1,109 @@
+"""rigforge's graded task set: grade-school word problems of its own, in GSM8K's form, made reproducibly.
+
+GSM8K itself (MIT) is in no package this project can install from, and the packaged GSM8K-style generator found
+(PyPI reasoning-gym's gsm_symbolic) is made from Apple's GSM-Symbolic templates, licensed CC BY-NC-ND 4.0, which
+allows no derivatives to be shared. So the set that ships (``SET_PATH``) is made here from this project's own
+templates (rigforge/quality/word_problem_templates.py: two to four steps of whole-number arithmetic, every answer
+computed, never typed) and ships under rigforge's licence. It is not GSM8K and its scores are not GSM8K scores:
+it tells whether a recipe, driver or image changed how well the rig's model does multi-step arithmetic in words,
+measured the same way before and after.
+
+The file holds ``SHOTS`` worked examples first (their own seed, one per template, never asked), then
+``QUESTIONS`` graded problems spread evenly over the templates; each line is ``{"question", "answer"}`` with the
+worked answer ending ``#### N``. A unit test makes the set again and compares it byte for byte, so the file is
+exactly what this code makes.
+
+    python -m rigforge.quality.word_problems            # check the shipped file against the templates
+    python -m rigforge.quality.word_problems --write    # make it again (after a template changed), atomically
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from random import Random
+
+from rigforge.quality.word_problem_templates import TEMPLATES, Template
+
+SET_PATH = Path(__file__).resolve().parent / "word_problems.jsonl"
+#: Worked examples at the head of the file: lm-evaluation-harness's GSM8K few-shot task shows 8.
+SHOTS = 8
+#: Graded problems, 13 of each of the 24 templates: at a 90 % score the 95 % interval is about ±3.5 points.
+QUESTIONS = 312
+SHOT_SEED, QUESTION_SEED = "rigforge-word-problems-v1-shots", "rigforge-word-problems-v1"
+NAMES = ("Ana", "Ben", "Chloe", "Dev", "Elif", "Femi", "Greta", "Hugo", "Ines", "Jonas", "Kemal", "Lena", "Mateo",
+         "Nia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Vera", "Wen", "Yara")
+
+
+def _problem(template: Template, seed: str) -> dict[str, str]:
+    rng = Random(seed)  # a str seed is hashed with SHA-512: the same draws on every Python 3
+    question, steps, answer = template(rng, rng.choice(NAMES))
+    return {"question": question, "answer": "\n".join(steps) + f"\n#### {answer}"}
+
+
+def _drawn(seed: str, count: int, offset: int = 0) -> Iterator[dict[str, str]]:
+    for index in range(count):
+        template = TEMPLATES[(index + offset) % len(TEMPLATES)]
+        yield _problem(template, f"{seed}:{index}")
+
+
+def make_set() -> list[dict[str, str]]:
+    """The shots then the questions; a question that repeats a shot or another question is drawn again."""
+    shots = list(_drawn(SHOT_SEED, SHOTS, offset=len(TEMPLATES) // 2))
+    seen = {shot["question"] for shot in shots}
+    questions: list[dict[str, str]] = []
+    for index in range(QUESTIONS):
+        template, attempt = TEMPLATES[index % len(TEMPLATES)], 0
+        problem = _problem(template, f"{QUESTION_SEED}:{index}")
+        while problem["question"] in seen:
+            attempt += 1
+            problem = _problem(template, f"{QUESTION_SEED}:{index}:{attempt}")
+        seen.add(problem["question"])
+        questions.append(problem)
+    return shots + questions
+
+
+def rendered(problems: list[dict[str, str]]) -> bytes:
+    """The file's bytes: one JSON object a line, keys in order, ASCII only."""
+    return "".join(json.dumps(problem) + "\n" for problem in problems).encode()
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its folder and a rename."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temporary, 0o644)  # shipped data, read by everyone
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"write {SET_PATH.name} again")
+    arguments = parser.parse_args(argv)
+    data = rendered(make_set())
+    digest = hashlib.sha256(data).hexdigest()
+    if arguments.write:
+        write_atomically(SET_PATH, data)
+        print(f"word problems: wrote {SET_PATH} ({SHOTS} shots + {QUESTIONS} questions, sha256 {digest})")
+        return 0
+    shipped = SET_PATH.read_bytes() if SET_PATH.is_file() else b""
+    if shipped != data:
+        print(f"word problems: {SET_PATH} differs from what the templates make (sha256 {digest}); run with --write")
+        return 1
+    print(f"word problems: {SET_PATH} is what the templates make ({SHOTS} + {QUESTIONS}, sha256 {digest})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
