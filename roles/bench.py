@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from io import StringIO
@@ -74,7 +72,7 @@ from rigforge.operations.files import managed_file
 from rigforge.operations.reboot import loaded_driver_version
 from rigforge.profile import Profile
 from rigforge.render import render
-from rigforge.serving.engines import REMOTE_LIB_DIR, image_commits, image_ref
+from rigforge.serving.engines import REMOTE_LIB_DIR, image_ref
 from roles import quality
 from roles.service import ENGINE_START_ID, fresh_start
 
@@ -113,30 +111,27 @@ def render_library_file(profile: Profile, remote_path: str, source: str) -> str:
                   lib_dir=REMOTE_LIB_DIR)
 
 
-def bench_starts(profile: Profile, where: str, results: Path, commits: Mapping[str, str] | None = None) -> None:
+def bench_starts(profile: Profile, where: str, results: Path) -> None:
     """``bench.verdicts.starts`` engine starts, each restarted, waited for until healthy and benched: repeats inside
     a start see only that start; the starts show how much a start alone moves the numbers (roles/driver_update.py).
 
     + profile: the profile served
     + where: what the operations' names add (e.g. "on driver 595.45.04")
     + results: the controller's results folder
-    + commits: the git refs' commits of the image measured, when it is not the one this run moves the rig to
     """
     starts = profile.bench.verdicts.starts
     for number in range(1, starts + 1):
         fresh_start(profile, f"start {number} of {starts} {where}")
-        smoke_benchmark(name=f"Bench start {number} of {starts} {where}", profile=profile, results_dir=str(results),
-                        commits=dict(commits) if commits is not None else None)
+        smoke_benchmark(name=f"Bench start {number} of {starts} {where}", profile=profile, results_dir=str(results))
 
 
 @operation(is_idempotent=False)
-def smoke_benchmark(profile: Profile, results_dir: str, commits: dict[str, str] | None = None):
+def smoke_benchmark(profile: Profile, results_dir: str):
     """
     Run the smoke benchmark on the rig and judge it; plans nothing, measures when the deploy executes.
 
     + profile: the host's profile (bench workload, floors, engine address)
     + results_dir: the controller folder that receives ``<host>/<stamp>/`` (default ``./results``)
-    + commits: the image's git ref commits as the result names them (default: this run's for the rig)
 
     **Example:**
 
@@ -149,7 +144,7 @@ def smoke_benchmark(profile: Profile, results_dir: str, commits: dict[str, str] 
         return
     arguments = host.current_op_global_arguments or {}
     connector = {key: value for key, value in arguments.items() if key in CONNECTOR_ARGUMENT_KEYS}
-    yield FunctionCommand(run_smoke_benchmark, (profile, Path(results_dir), connector, commits), {})
+    yield FunctionCommand(run_smoke_benchmark, (profile, Path(results_dir), connector), {})
 
 
 def read_versions(bench_host: Host, profile: Profile) -> RigVersions:
@@ -227,12 +222,12 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
     return Measured(stamp, exit_status, result, local)
 
 
-def run_smoke_benchmark(state: State, host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any],
-                        commits: dict[str, str] | None = None) -> bool:
+def run_smoke_benchmark(
+    state: State, host: Host, profile: Profile, results_dir: Path, connector: dict[str, Any]
+) -> bool:
     """Run the client on the rig, bring its result home, report it; False fails the operation."""
     del state  # pyinfra passes it; the host carries everything needed here
-    with image_commits(commits) if commits is not None else nullcontext():  # the image the result names
-        measured = measure(host, profile, results_dir, connector)
+    measured = measure(host, profile, results_dir, connector)
     result, local = measured.result, measured.local
     if result is None:
         return False
