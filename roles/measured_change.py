@@ -11,7 +11,7 @@ the new side and how to go back. Either way the deploy fails on a regression, na
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,15 +44,14 @@ class MeasuredChange:
     stay_words: str = ""
 
 
-def measure_side(profile: Profile, where: str, results: Path, commits: Mapping[str, str] | None = None) -> None:
+def measure_side(profile: Profile, where: str, results: Path) -> None:
     """``bench.verdicts.starts`` engine starts, each restarted, healthy and benched (roles/bench.py).
 
-    + profile: the profile served on this side (a native side: its package pin is the result's ``engine_package``)
+    + profile: the profile served on this side (what its results name: the package pin, the image)
     + where: what the operations' names add, e.g. "on driver 595.45.04"
     + results: the controller's results folder
-    + commits: the git refs' commits of the image this side runs (the old build's, before a rebuild)
     """
-    bench.bench_starts(profile, where, results, commits)
+    bench.bench_starts(profile, where, results)
 
 
 # _set_in_op=False (as pyinfra's python.call): the rollback's operations, called while this one executes,
