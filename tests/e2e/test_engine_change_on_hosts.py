@@ -9,7 +9,7 @@ machinery: no regression may be claimed). The slower build of the regression is 
 hook (tests/e2e/engine_speed.py's way: an ``ExecStartPre`` drop-in) that gives the engine 60 % of one CPU whenever
 the venv holds ``SLOW``: what a slower engine build does to the numbers, without its cause.
 
-Slow (``pytest -m slow tests/e2e/test_engine_change.py``): two measured moves of 3 + 3 engine starts each.
+Slow (``pytest -m slow tests/e2e/test_engine_change_on_hosts.py``): two measured moves of 3 + 3 engine starts each.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_a_rebuilt_engine_is_measured_before_and_after_and_a_second_run_changes_
 
 def _install_slow_build_hook(host: SandboxHost) -> None:
     """TEST-ONLY: the engine gets 60 % of one CPU at every start while its venv holds ``SLOW``."""
-    script = (f"#!/bin/sh\n# TEST-ONLY (tests/e2e/test_engine_change.py): a slower build's stand-in.\n"
+    script = (f"#!/bin/sh\n# TEST-ONLY (tests/e2e/test_engine_change_on_hosts.py): a slower build's stand-in.\n"
               f"if [ \"$(cat {LLAMA_VENV}/.rigforge-package)\" = '{SLOW}' ]; then quota=60%; else quota=; fi\n"
               f"systemctl set-property --runtime {UNIT_NAME} CPUQuota=$quota\n")
     install_start_hook(host, HOOK_DROPIN, HOOK_SCRIPT, script)
