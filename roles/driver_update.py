@@ -10,7 +10,8 @@ in ``/etc/rigforge/driver-previous`` (atomically) → the driver role at the tar
 target, persistenced running, no reboot left pending) → engine image and JIT cache (rebuilt only when
 an input changed) → the engine unit, healthy → ``undrain_command`` → k engine starts benched with the same
 workload → comparison of one value per start a side → verdict, kept on the controller
-(``rigforge.updates.record``; the judging, shared with an engine change, in roles/measured_change.py). Engine restarts need no reboot, so both sides measure the start-to-start spread;
+(``rigforge.updates.record``; the judging, shared with an engine change, in roles/measured_change.py). Engine
+restarts need no reboot, so both sides measure the start-to-start spread;
 the one difference they cannot measure, boot to boot, the record says. The plan (and ``--dry``) says what the
 starts cost (rigforge/bench_runs/starts.py).
 
