@@ -8,7 +8,7 @@ Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_wei
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import bench, container, engine, host, images, preflight, service, takeover, weights
+from roles import bench, container, engine_update, host, preflight, takeover, weights
 
 # Validate the run's switches before any operation is planned (--data recipe=NAME switches the engine recipe).
 settings = run_settings(takes=("recipe",))
@@ -33,18 +33,17 @@ host.apply_host()
 
 # --- container layer ---
 # The Docker engine with NVIDIA's container toolkit (daemon reloaded only when the nvidia runtime must be
-# loaded), then the engine image: built under a content-hash tag only when an input changed (30-90 minutes
-# the first time), with the JIT cache volume emptied when the image changes. See deploys/images.py.
+# loaded). See deploys/images.py.
 container.apply_container()
-images.apply_images()
 # --- end container layer ---
 
 # --- serving layer ---
-# The model's weights, the engine, and its systemd service, (re)started only when one of them changed and
-# waited for until healthy. See deploys/serve.py.
+# The model's weights, then the engine image (built under a content-hash tag only when an input changed: 30-90
+# minutes the first time, with the JIT cache volume emptied when the image changes), the engine, and its systemd
+# service, (re)started only when one of them changed and waited for until healthy; a serving rig moved to another
+# engine build is measured before and after (roles/engine_update.py). See deploys/serve.py.
 weights.apply_weights()
-engine.apply_engine()
-service.apply_service()
+engine_update.apply_engine_change(settings, move_unit=True)
 # --- end serving layer ---
 
 # --- bench ---

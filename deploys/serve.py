@@ -12,14 +12,16 @@ there until another switch; ``deploys/recipes.py`` tries them all).
 
 from rigforge.context import run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import base, serving, takeover
+from roles import base, engine_update, takeover, weights
 
 # Validate the run's switches before any operation is planned (--data recipe=NAME switches the engine recipe).
-run_settings(takes=("recipe",))
+settings = run_settings(takes=("recipe",))
 
 take_deploy_lock()
 takeover.apply_takeover(layers=("serving",), restore=False)
 base.apply_base()
-# Weights, the engine image (container engines: built or pulled; nothing for a native engine), the engine, its unit.
-serving.apply_serving()
+# Weights, the engine image (container engines: built or pulled; nothing for a native engine), the engine, its unit;
+# a serving rig moved to another engine build is measured before and after (roles/engine_update.py).
+weights.apply_weights()
+engine_update.apply_engine_change(settings, move_unit=True)
 release_deploy_lock()

@@ -28,7 +28,8 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "verify_weights": (bool, False, "re-hash every weights file and fetch again the ones that changed"),
     "probe_python": (str, "", "the python3 (with torch) that runs the probe; default: the engine's"),
     "rollback": (bool, False, "deploys/driver_update.py: reinstall the driver recorded before the last update"),
-    "on_regression": (str, "stop", "deploys/driver_update.py after a slower bench: stop, or rollback"),
+    "on_regression": (str, "stop", "a driver update or engine build change (deploys/driver_update.py, images.py, "
+                                   "serve.py, full.py) judged a regression: stop, or rollback"),
     "break_lock": (bool, False, "take over the rig's deploy lock held by another run (check it is gone first)"),
     "replace_driver": (bool, False, "purge the NVIDIA driver the owner installed (the distribution's or the other "
                                     "flavor's packages; a .run install through its nvidia-uninstall) and install "

@@ -10,7 +10,8 @@ in ``/etc/rigforge/driver-previous`` (atomically) → the driver role at the tar
 target, persistenced running, no reboot left pending) → engine image and JIT cache (rebuilt only when
 an input changed) → the engine unit, healthy → ``undrain_command`` → k engine starts benched with the same
 workload → comparison of one value per start a side → verdict, kept on the controller
-(``rigforge.updates.record``). Engine restarts need no reboot, so both sides measure the start-to-start spread;
+(``rigforge.updates.record``; the judging, shared with an engine change, in roles/measured_change.py). Engine
+restarts need no reboot, so both sides measure the start-to-start spread;
 the one difference they cannot measure, boot to boot, the record says. The plan (and ``--dry``) says what the
 starts cost (rigforge/bench_runs/starts.py).
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
@@ -45,16 +45,16 @@ from rigforge.facts.packages import DpkgPackages, NvidiaSmiVersions
 from rigforge.operations.driver_takeover import refuse_foreign_driver
 from rigforge.operations.files import managed_file
 from rigforge.operations.kernel_module import missing_module_lines
-from rigforge.operations.nested import nested_flow
 from rigforge.operations.nvidia_apt import driver_packages, installed_driver_version
 from rigforge.operations.reboot import PENDING_FILE, loaded_driver_version, reboot_if_needed
 from rigforge.operations.secure_boot import refuse_untrusted_driver
 from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.serving.engines import UNIT_NAME
-from rigforge.updates.record import UpdateRecord, judge_update, recent_baselines
-from roles import bench, cuda, driver, images, quality, service
+from rigforge.updates.record import recent_baselines
+from roles import bench, cuda, driver, images, service
 from roles.host import remember_reboot_triggers
+from roles.measured_change import MeasuredChange, judge_change
 
 PREVIOUS_FILE = "/etc/rigforge/driver-previous"
 
@@ -160,9 +160,12 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
         server.shell(name="Put the rig back in service (driver_update.undrain_command)",
                      commands=[shlex.join(hooks.undrain_command)])
     bench.bench_starts(profile, f"on driver {plan.target}", results)
-    judge_driver_update(name=f"{verb}: compare the starts before and after", profile=profile, plan=plan,
-                        settings=settings, started=started,
-                        baselines=[str(run) for run in baselines] if baselines else None)
+    back = UpdatePlan(plan.target, plan.target, plan.installed or "", rollback=True)
+    judge_change(name=f"{verb}: compare the starts before and after", profile=profile,
+                 change=MeasuredChange("driver", plan.installed, plan.target, plan.rollback,
+                                       "roll it back with --data rollback=true"),
+                 settings=settings, started=started, baselines=[str(run) for run in baselines] if baselines else None,
+                 roll_back=lambda: update_flow(profile, back, settings))
 
 
 @operation(is_idempotent=False)
@@ -245,54 +248,3 @@ def _module_built(state: State, host: Host, version: str) -> bool:
     for line in lines:
         host.log_styled(f"{line}; no reboot", fg="red", log_func=logger.error)
     return not lines
-
-
-# _set_in_op=False (as pyinfra's python.call): the rollback's operations, called while this one executes,
-# must run as nested operations instead of being refused as "called within another operation".
-@operation(is_idempotent=False, _set_in_op=False)
-def judge_driver_update(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str,
-                        baselines: list[str] | None):
-    """
-    Compare the bench after the change with the baseline, keep the verdict on the controller, and fail
-    on a regression (first rolling the rig back when ``on_regression=rollback``).
-
-    + profile: the host's profile (tolerance, workload)
-    + plan: the update being judged
-    + settings: the run's switches (``on_regression``)
-    + started: the update's stamp; benches from it on belong to this update
-    + baselines: reused baseline run folders (one per engine start), None when this update measured its own
-
-    **Example:**
-
-    .. code:: python
-
-        judge_driver_update(name="Compare", profile=p, plan=plan, settings=s, started="20261123T040000Z",
-                            baselines=None)
-    """
-    if not state.is_executing:
-        host.noop("judged once both benches ran")
-        return
-    yield from nested_flow(_judge, profile, plan, settings, started, baselines)
-
-
-def _judge(profile: Profile, plan: UpdatePlan, settings: RunSettings, started: str,
-           baselines: list[str] | None) -> bool:
-    # Run with the host in context (rigforge/operations/nested.py): the rollback's operations, called from here,
-    # execute at once as nested operations.
-    record: UpdateRecord = judge_update(results_root(), host.name, profile, plan.installed, plan.target,
-                                        started, [Path(run) for run in baselines] if baselines else None,
-                                        plan.rollback)
-    record = quality.quality_regression(results_root(), record)  # answers that moved are a regression too
-    for line in record.report_lines():
-        host.log(line, logger.info if record.ok else logger.error)
-    if record.ok or plan.rollback:
-        return record.ok
-    if settings.on_regression == "rollback" and plan.installed:
-        host.log_styled(f"{record.verdict}: rolling {host.name} back to driver {plan.installed} "
-                        "(on_regression=rollback)", fg="yellow", log_func=logger.warning)
-        back = UpdatePlan(plan.target, plan.target, plan.installed, rollback=True)
-        update_flow(profile, back, settings)
-    else:
-        host.log_styled(f"{record.verdict}: {host.name} stays on {plan.target}; roll it back with "
-                        "--data rollback=true", fg="red", log_func=logger.error)
-    return False

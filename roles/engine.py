@@ -1,7 +1,7 @@
 """Engine role: the native inference server and its launcher, ready for the service role to start.
 
 Container engines (SGLang, vLLM) run the image the images role provides — built from ``engine.build`` or
-pulled from ``engine.image`` (``roles/images.py``, in full.py's container layer and in deploys/serve.py);
+pulled from ``engine.image`` (``roles/images.py``, in the serving layer of full.py and deploys/serve.py);
 their tag comes from ``rigforge.images.plans.image_ref``. The native llama.cpp server (the sandbox) is xllamacpp
 from PyPI in a venv keyed by its pin, plus the launcher that runs it in the foreground for systemd.
 """

@@ -29,6 +29,8 @@ from rigforge.updates.comparison import METRICS, WORSE, RegressionPolicy, cell_v
 from rigforge.updates.history import find_results, load_result
 
 UPDATES_DIR = "updates"
+#: An engine change's records (roles/engine_update.py): beside the driver's, out of the driver rollout's table.
+ENGINE_UPDATES_DIR = "engine-updates"
 #: The workload of a bench run: results that differ in any of these are not comparable.
 WORKLOAD_KEYS = ("model", "endpoint", "concurrency", "input_tokens", "output_tokens", "cell_seconds",
                  "warmup_requests", "extra_cells")
@@ -55,6 +57,7 @@ class UpdateRecord:
     apart: str = ""  # how far apart the two sides were, and what the comparison cannot see
     baselines: list[str] = field(default_factory=list)  # every start's run folder before (baseline: the first)
     afters: list[str] = field(default_factory=list)  # every start's run folder after (after: the last)
+    change: str = "driver"  # what changed: "driver", or "engine" (then driver_before/after name the engine builds)
 
     @property
     def regressed(self) -> bool:
@@ -73,7 +76,7 @@ class UpdateRecord:
     def report_lines(self) -> list[str]:
         what = "rollback" if self.rollback else "update"
         change = f"{self.change_pct:+.1f} %" if self.change_pct is not None else "n/a"
-        return [f"driver {what} on {self.host}: {self.driver_before} -> {self.driver_after}; decode C=1 "
+        return [f"{self.change} {what} on {self.host}: {self.driver_before} -> {self.driver_after}; decode C=1 "
                 f"{_number(self.decode_before)} -> {_number(self.decode_after)} tok/s ({change}); "
                 f"verdict: {self.verdict}", self.summary,
                 f"before: {', '.join(self.baselines or [self.baseline])}; "
@@ -110,7 +113,7 @@ def finished_at(result: dict[str, Any], key: str = "finished") -> datetime | Non
         return None
 
 
-def apart_line(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+def apart_line(before: list[dict[str, Any]], after: list[dict[str, Any]], change: str = "driver") -> str:
     """How far apart the two sides were, how many engine starts each measured, and what no start can show: every
     start before ran in one boot and every start after in another, so what changes from boot to boot alone
     (memory and link training, clocks, where the driver placed its buffers) is not measured and would read as the
@@ -121,6 +124,10 @@ def apart_line(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str
     """
     finished, started = finished_at(before[-1]), finished_at(after[0], "started")
     gap = f"{(started - finished).total_seconds() / 60:.1f} min" if finished and started else "an unknown time"
+    if change != "driver":  # an engine change needs no reboot: both sides ran in one boot
+        return (f"{len(before)} engine start{'s' if len(before) != 1 else ''} before and {len(after)} after, {gap} "
+                f"apart, in one boot with the {change} change between: the start-to-start spread is measured on "
+                "each side")
     return (f"{len(before)} engine start{'s' if len(before) != 1 else ''} before and {len(after)} after, {gap} apart, "
             "with the driver change and a reboot between: the start-to-start spread is measured on each side, the "
             "boot-to-boot difference is not (one boot a side); a change of that size would read as the driver's")
@@ -163,13 +170,14 @@ def headline_decode(result: dict[str, Any]) -> float | None:
 
 
 def judge_update(root: Path, host: str, profile: Profile, driver_before: str | None, driver_after: str,
-                 started: str, baselines: list[Path] | None, rollback: bool) -> UpdateRecord:
+                 started: str, baselines: list[Path] | None, rollback: bool, change: str = "driver") -> UpdateRecord:
     """Compare this update's starts, write the comparison and the record, and return the record.
 
     + root: the controller's results folder
     + started: the update's stamp; the first ``bench.verdicts.starts`` runs from it on are the baseline (unless
       ``baselines`` are given), the newest as many are the starts after
     + baselines: recent results reused as the baseline, one per engine start
+    + change: what changed between the sides ("driver", "engine"); before/after name its versions
     """
     starts = profile.bench.verdicts.starts
     runs = [run for run in find_results(root, host) if run.name >= started]
@@ -184,8 +192,8 @@ def judge_update(root: Path, host: str, profile: Profile, driver_before: str | N
                           driver_after=driver_after, baseline=str(before_dirs[0]), after=str(after_dirs[-1]),
                           decode_before=over_starts(before), decode_after=over_starts(after),
                           verdict=str(comparison.verdict), summary=comparison.summary(),
-                          apart=apart_line(before, after), baselines=[str(run) for run in before_dirs],
-                          afters=[str(run) for run in after_dirs])
+                          apart=apart_line(before, after, change), baselines=[str(run) for run in before_dirs],
+                          afters=[str(run) for run in after_dirs], change=change)
     write_record(root, record)
     return record
 
@@ -197,8 +205,9 @@ def over_starts(results: list[dict[str, Any]]) -> float | None:
 
 
 def write_record(root: Path, record: UpdateRecord) -> Path:
-    """``<root>/<host>/updates/<started>.json``, written to a temporary name and renamed."""
-    folder = root / record.host / UPDATES_DIR
+    """``<root>/<host>/updates/<started>.json`` (an engine change's: ``engine-updates/``), written to a temporary
+    name and renamed."""
+    folder = root / record.host / (UPDATES_DIR if record.change == "driver" else ENGINE_UPDATES_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{record.started}{'-rollback' if record.rollback else ''}.json"
     temporary = path.with_suffix(".json.new")

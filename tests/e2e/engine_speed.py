@@ -35,9 +35,14 @@ def vary_engine_speed(host: SandboxHost, low: int = 150, high: int = 200) -> Non
               f"quota=$(shuf -i {low}-{high} -n 1)\n"
               f"systemctl set-property --runtime {UNIT_NAME} CPUQuota=${{quota}}%\n"
               f"echo \"$(date -u +%FT%TZ) $quota\" >> {LOG}\n")
-    dropin = f"# TEST-ONLY (tests/e2e/engine_speed.py)\n[Service]\nExecStartPre=+{SCRIPT}\n"
-    done = exec_in(host, f"mkdir -p $(dirname {DROPIN}) && cat > {SCRIPT} && chmod 755 {SCRIPT} && "
-                         f"printf '%s' '{dropin}' > {DROPIN} && systemctl daemon-reload", input_text=script)
+    install_start_hook(host, DROPIN, SCRIPT, script)
+
+
+def install_start_hook(host: SandboxHost, dropin_path: str, script_path: str, script: str) -> None:
+    """Run ``script`` (as root) before every later start of the engine unit, from a TEST-ONLY drop-in."""
+    dropin = f"# TEST-ONLY (tests/e2e/engine_speed.py)\n[Service]\nExecStartPre=+{script_path}\n"
+    done = exec_in(host, f"mkdir -p $(dirname {dropin_path}) && cat > {script_path} && chmod 755 {script_path} && "
+                         f"printf '%s' '{dropin}' > {dropin_path} && systemctl daemon-reload", input_text=script)
     assert done.returncode == 0, done.stderr
 
 

@@ -1,0 +1,105 @@
+"""One change of a serving rig measured before and after: the steps a driver update (roles/driver_update.py) and
+an engine change (roles/engine_update.py) share.
+
+Before the change, ``bench.verdicts.starts`` engine starts benched on the old side (``measure_side``); after it,
+as many on the new side; then ``judge_change`` compares one value per start a side (rigforge/updates/record.py:
+the speed verdict, the record under ``results/<host>/``), makes the record a regression when the after-bench's
+answers differ from the model's reference and the baseline's did not (roles/quality.py), logs the report, and
+on a regression either runs the caller's way back (``--data on_regression=rollback``) or says the rig stays on
+the new side and how to go back. Either way the deploy fails on a regression, naming both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import operation
+
+from rigforge.bench_runs.plan import results_root
+from rigforge.context import RunSettings
+from rigforge.operations.nested import nested_flow
+from rigforge.profile import Profile
+from rigforge.updates.record import UpdateRecord, judge_update
+from roles import bench, quality
+
+
+@dataclass(frozen=True)
+class MeasuredChange:
+    """What is judged: the kind of change and its two sides.
+
+    + kind: ``driver`` or ``engine`` (the record's and the report's word)
+    + before: the old side (a driver version, an engine build's words), None when not known
+    + after: the new side
+    + rollback: this change is itself a rollback (judged, never rolled back again)
+    + stay_words: what the owner can do when a regression stays (no ``on_regression=rollback``)
+    """
+
+    kind: str
+    before: str | None
+    after: str
+    rollback: bool = False
+    stay_words: str = ""
+
+
+def measure_side(profile: Profile, where: str, results: Path) -> None:
+    """``bench.verdicts.starts`` engine starts, each restarted, healthy and benched (roles/bench.py).
+
+    + profile: the profile served on this side (what its results name: the package pin, the image)
+    + where: what the operations' names add, e.g. "on driver 595.45.04"
+    + results: the controller's results folder
+    """
+    bench.bench_starts(profile, where, results)
+
+
+# _set_in_op=False (as pyinfra's python.call): the rollback's operations, called while this one executes,
+# must run as nested operations instead of being refused as "called within another operation".
+@operation(is_idempotent=False, _set_in_op=False)
+def judge_change(profile: Profile, change: MeasuredChange, settings: RunSettings, started: str,
+                 baselines: list[str] | None, roll_back: Callable[[], None] | None):
+    """
+    Compare the starts after the change with those before, keep the verdict on the controller, and fail on a
+    regression (first putting the old side back with ``roll_back`` when ``on_regression=rollback``).
+
+    + profile: the host's profile (tolerance, workload)
+    + change: what is judged
+    + settings: the run's switches (``on_regression``)
+    + started: the change's stamp; benches from it on belong to this change
+    + baselines: reused baseline run folders (one per engine start), None when this change measured its own
+    + roll_back: plans (and, nested, executes) the way back; None: there is none
+
+    **Example:**
+
+    .. code:: python
+
+        judge_change(name="Compare", profile=p, change=MeasuredChange("driver", "590.48.01", "595.45.04"),
+                     settings=s, started="20261123T040000Z", baselines=None, roll_back=None)
+    """
+    if not state.is_executing:
+        host.noop("judged once both sides are benched")
+        return
+    yield from nested_flow(_judge, profile, change, settings, started, baselines, roll_back)
+
+
+def _judge(profile: Profile, change: MeasuredChange, settings: RunSettings, started: str,
+           baselines: list[str] | None, roll_back: Callable[[], None] | None) -> bool:
+    # Run with the host in context (rigforge/operations/nested.py): the rollback's operations, called from here,
+    # execute at once as nested operations.
+    record: UpdateRecord = judge_update(results_root(), host.name, profile, change.before, change.after, started,
+                                        [Path(run) for run in baselines] if baselines else None, change.rollback,
+                                        change.kind)
+    record = quality.quality_regression(results_root(), record)  # answers that moved are a regression too
+    for line in record.report_lines():
+        host.log(line, logger.info if record.ok else logger.error)
+    if record.ok or change.rollback:
+        return record.ok
+    if settings.on_regression == "rollback" and roll_back is not None and change.before:
+        host.log_styled(f"{record.verdict}: rolling {host.name} back to {change.kind} {change.before} "
+                        "(on_regression=rollback)", fg="yellow", log_func=logger.warning)
+        roll_back()
+    else:
+        host.log_styled(f"{record.verdict}: {host.name} stays on {change.kind} {change.after}; {change.stay_words}",
+                        fg="red", log_func=logger.error)
+    return False
