@@ -25,6 +25,7 @@ from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
 from rigforge.quality.reference import load_reference, model_key, quality_config, save_reference
+from rigforge.quality.tasks import compare_scores, score_pass, task_set
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.history import load_result
 from rigforge.updates.record import UpdateRecord, write_record
@@ -68,6 +69,8 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
     passed = result.get("quality")
     if not passed:
         return
+    if passed.get("task_score") and "score" not in passed["task_score"]:
+        passed["task_score"]["score"] = score_pass(passed["task_score"], task_set())
     key, recipe = reference_key(host, profile), profile.engine.recipe
     is_reference_recipe = recipe == reference_recipe(host, profile)
     reference = load_reference(results_dir, key)
@@ -91,6 +94,10 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
         passed["against_reference"] = {**measured.as_dict(), "reference": key,
                                        "tolerance": profile.bench.quality.max_mean_kld,
                                        "noise": reference.get("noise")}
+        if passed.get("task_score"):
+            passed["against_reference"]["task_score"] = compare_scores(
+                (reference["pass"].get("task_score") or {}).get("score"), passed["task_score"]["score"],
+                profile.bench.quality.task_score.max_drop_points)
     temporary = result_path.with_name(result_path.name + ".tmp")
     temporary.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     os.replace(temporary, result_path)
