@@ -23,7 +23,6 @@ from rigforge.quality.tasks import (
 from rigforge.quality.tasks import (
     SAME,
     compare_scores,
-    final_number,
     score_pass,
     task_block,
     task_set,
@@ -70,23 +69,35 @@ def test_a_bad_task_block_is_refused_by_field() -> None:
                                                                                          "task_score": bad}})
 
 
-def test_a_captured_llamacpp_answer_is_read_and_graded() -> None:
+def answered_with(*names: str) -> dict[str, Any]:
+    """The captured answers as the task pass keeps them, each to the captured question (q5 of the sample set)."""
+    answers = [{"id": "q5", **read_answer(200, json.dumps(captured(name)["response"]))} for name in names]
+    return {"set": "s", "seconds": 1.0, "answers": answers}
+
+
+def test_a_captured_llamacpp_answer_is_read_stopped_at_the_next_question_and_graded() -> None:
     answer = captured("llamacpp_task_answer.json")
-    read = read_answer(200, json.dumps(answer["response"]))
-    assert read["error"] is None and read["finish_reason"] in ("stop", "length")
-    assert read["completion_tokens"] == answer["response"]["usage"]["completion_tokens"]
-    assert read["text"] == answer["response"]["choices"][0]["text"]
+    (read,) = answered_with("llamacpp_task_answer.json")["answers"]
+    assert read["error"] is None and read["finish_reason"] == "stop"  # stopped at "Question:", not by length
+    assert read["completion_tokens"] == answer["response"]["usage"]["completion_tokens"] == 39
+    assert read["text"].rstrip().endswith("#### 31") and "Question:" not in read["text"]
     assert answer["request"]["stop"] == STOP and answer["request"]["temperature"] == 0.0
+    sample = task_set(SAMPLE_SET)
+    assert answer["request"]["prompt"].endswith(f"Question: {sample[5].question}\nAnswer:")
+    score = score_pass(answered_with("llamacpp_task_answer.json"), task_set(SAMPLE_SET))
+    assert (score["correct"], score["total"], score["ungradable"]) == (0, 1, 0)  # 31: the 270M model missed "half"
+    right = {**answered_with("llamacpp_task_answer.json"), "answers": [{**read, "text": " 38 / 2 = 19.\n#### 19"}]}
+    assert score_pass(right, task_set(SAMPLE_SET))["correct"] == 1
 
 
-def test_an_answer_cut_short_is_ungradable_and_counts_as_wrong() -> None:
-    short = read_answer(200, json.dumps(captured("llamacpp_task_one_token.json")["response"]))
-    assert short["finish_reason"] == "length" and short["completion_tokens"] == 1
-    empty = {**short, "text": ""}
-    answered = {"set": "s", "seconds": 1.0, "answers": [{"id": "q0", **short}, {"id": "q1", **empty}]}
+def test_answers_cut_short_or_empty_are_wrong_and_the_numberless_ones_counted_ungradable() -> None:
+    cut, one = answered_with("llamacpp_task_cut_short.json", "llamacpp_task_one_token.json")["answers"]
+    assert (cut["finish_reason"], cut["completion_tokens"], cut["text"]) == ("length", 8, " There are 44 - 1")
+    assert (one["finish_reason"], one["completion_tokens"], one["text"]) == ("length", 1, " There")
+    empty = {**one, "text": ""}
+    answered = {"set": "s", "seconds": 1.0, "answers": [cut, one, empty]}
     score = score_pass(answered, task_set(SAMPLE_SET))
-    assert (score["correct"], score["total"], score["ungradable"]) == (0, 2, 2 if final_number(short["text"]) is
-                                                                       None else 1)
+    assert (score["correct"], score["total"], score["ungradable"]) == (0, 3, 2)  # "1" is a number, graded wrong
 
 
 def test_a_failed_request_refuses_the_score_never_a_wrong_answer() -> None:
