@@ -25,7 +25,7 @@ from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
 from rigforge.quality.reference import load_reference, model_key, quality_config, save_reference
-from rigforge.quality.tasks import compare_scores, score_pass, task_set
+from rigforge.quality.tasks import compare_scores, grade_answered
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.history import load_result
 from rigforge.updates.record import UpdateRecord, write_record
@@ -70,7 +70,7 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
     if not passed:
         return
     if passed.get("task_score") and "score" not in passed["task_score"]:
-        passed["task_score"]["score"] = score_pass(passed["task_score"], task_set())
+        passed["task_score"]["score"] = grade_answered(passed["task_score"])
     key, recipe = reference_key(host, profile), profile.engine.recipe
     is_reference_recipe = recipe == reference_recipe(host, profile)
     reference = load_reference(results_dir, key)

@@ -152,6 +152,13 @@ def score_pass(answered: Mapping[str, Any], problems: Sequence[Problem]) -> dict
     return {**asdict(score), "ungradable": ungradable, "set": answered["set"], "seconds": answered["seconds"]}
 
 
+def grade_answered(answered: Mapping[str, Any], path: Path = TASK_SET_PATH) -> dict[str, Any]:
+    """``score_pass`` against the set at ``path``, refused when it is not the set the questions came from."""
+    if not path.is_file() or set_name(path) != answered.get("set"):
+        return {"refused": f"the answers are to {answered.get('set')}, and {path} is not that set (any more)"}
+    return score_pass(answered, task_set(path))
+
+
 def drop_interval(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> tuple[float, float]:
     """The 95 % interval of reference minus candidate, in points (Newcombe's hybrid score method).
 

@@ -23,6 +23,7 @@ from rigforge.quality.tasks import (
 from rigforge.quality.tasks import (
     SAME,
     compare_scores,
+    grade_answered,
     score_pass,
     task_block,
     task_set,
@@ -157,3 +158,31 @@ def test_a_score_that_dropped_makes_the_answers_differ_whatever_the_kld() -> Non
     assert judge_quality(unclear).state == SAME_ANSWERS and "task score cannot tell" in judge_quality(unclear).line
     refused = {"against_reference": {"refused": "no reference", "task_score": compare_scores(None, scored(1), 8)}}
     assert judge_quality(refused).state == UNKNOWN
+
+
+def test_answers_are_graded_only_against_the_set_they_were_asked_from(tmp_path: Path) -> None:
+    block = task_block(switched_on(shots=5, questions=1), SAMPLE_SET)
+    answered = {**answered_with("llamacpp_task_answer.json"), "set": block["set"]}
+    assert grade_answered(answered, SAMPLE_SET)["total"] == 1
+    changed = tmp_path / SAMPLE_SET.name
+    changed.write_text(SAMPLE_SET.read_text().replace("#### 19", "#### 20"))
+    assert grade_answered(answered, changed)["refused"].startswith("the answers are to task_set_sample.jsonl@")
+
+
+def test_a_driver_update_whose_score_dropped_is_a_regression(tmp_path: Path) -> None:
+    from rigforge.updates.record import UpdateRecord
+    from rigforge.updates.verdict import SAME as SPEED_SAME
+    from roles.quality import quality_regression
+
+    kld_same = {"mean_kld": 0.001, "p99_kld": 0.01, "same_top_percent": 99.0, "positions": 128, "refused": None,
+                "tolerance": 0.01, "noise": {"mean_kld": 0.0007}}
+    runs = {}
+    for name, correct in (("before", 270), ("after", 220)):
+        against = {**kld_same, "task_score": compare_scores(scored(270), scored(correct), 8)}
+        (tmp_path / "rig" / name).mkdir(parents=True)
+        (tmp_path / "rig" / name / "result.json").write_text(json.dumps({"quality": {"against_reference": against}}))
+        runs[name] = str(tmp_path / "rig" / name)
+    record = UpdateRecord("rig", "20261127T0900Z", False, "595.1", "595.2", runs["before"], runs["after"], 30.0,
+                          30.2, SPEED_SAME, "same: decode C=1 in=128 …")
+    judged = quality_regression(tmp_path, record)
+    assert judged.regressed and judged.summary.startswith("answers differ (task score dropped (73.3 %")
