@@ -186,3 +186,11 @@ def test_a_driver_update_whose_score_dropped_is_a_regression(tmp_path: Path) -> 
                           30.2, SPEED_SAME, "same: decode C=1 in=128 …")
     judged = quality_regression(tmp_path, record)
     assert judged.regressed and judged.summary.startswith("answers differ (task score dropped (73.3 %")
+
+
+def test_the_run_log_says_the_score_with_its_interval_and_cost() -> None:
+    from roles.quality import score_note
+
+    assert score_note({"score": scored(270)}) == "; task score 90.0 % [86.1, 92.9] of 300 in 60.0 s"
+    assert score_note({"score": {"refused": "1 of 300 questions got no answer"}}).startswith("; task score refused")
+    assert score_note(None) == ""
