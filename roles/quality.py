@@ -25,6 +25,7 @@ from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
 from rigforge.quality.reference import against_block, load_reference, model_key, quality_config, save_reference
+from rigforge.quality.tasks import compare_scores, grade_answered
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.history import load_result
 from rigforge.updates.record import UpdateRecord, write_record
@@ -68,6 +69,8 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
     passed = result.get("quality")
     if not passed:
         return
+    if passed.get("task_score") and "score" not in passed["task_score"]:
+        passed["task_score"]["score"] = grade_answered(passed["task_score"])
     key, recipe = reference_key(host, profile), profile.engine.recipe
     is_reference_recipe = recipe == reference_recipe(host, profile)
     reference = load_reference(results_dir, key)
@@ -91,12 +94,28 @@ def record_against_reference(host: Host, profile: Profile, results_dir: Path, re
                      f"{measured.mean_kld:.4f}", logger.info)
         passed["against_reference"] = against_block(reference, key, measured.as_dict(),
                                                     profile.bench.quality.max_mean_kld)
+        if passed.get("task_score"):
+            passed["against_reference"]["task_score"] = compare_scores(
+                (reference["pass"].get("task_score") or {}).get("score"), passed["task_score"]["score"],
+                profile.bench.quality.task_score.max_drop_points)
     temporary = result_path.with_name(result_path.name + ".tmp")
     temporary.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     os.replace(temporary, result_path)
     line = (f"quality: reference of {key} recorded from recipe {recipe}" if passed["against_reference"].get(
         "recorded") else judge_quality(passed).line)
-    host.log(f"{line} (pass: {passed.get('seconds', 0):.1f} s, {passed.get('requests')} requests)", logger.info)
+    host.log(f"{line} (pass: {passed.get('seconds', 0):.1f} s, {passed.get('requests')} requests)"
+             f"{score_note(passed.get('task_score'))}", logger.info)
+
+
+def score_note(answered: dict[str, Any] | None) -> str:
+    """``; task score 91.3 % [87.6, 94.0] of 300 in 95.2 s`` (the run's own score and its cost), or nothing."""
+    score = (answered or {}).get("score")
+    if not score:
+        return ""
+    if score.get("refused"):
+        return f"; task score refused: {score['refused']}"
+    return (f"; task score {score['percent']:.1f} % [{score['interval'][0]:.1f}, {score['interval'][1]:.1f}] of "
+            f"{score['total']} in {score['seconds']:.1f} s")
 
 
 def recorded_now(result: dict[str, Any]) -> bool:

@@ -19,7 +19,8 @@ Config (``quality`` in the bench config; validated by ``check_quality``)::
      "texts": [{"id": "eccl-1", "text": "..."}], "reference_tokens": {"eccl-1": [506, 2369, ...]} | null}
 
 Result: ``{"method", "top_k", "corpus", "seconds", "requests", "texts": [{"id", "prompt_ids", "steps":
-[{"token", "top", "logprob"}], "resyncs": [position, …], "error": null | "why"}]}``.
+[{"token", "top", "logprob"}], "resyncs": [position, …], "error": null | "why"}]}``. With a ``task_score`` block
+(rigforge/bench/task_score.py: graded few-shot questions) the result has its answers under ``task_score``.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from rigforge.bench.logprob_formats import (
     sglang_prompt_steps,
     vllm_prompt_steps,
 )
+from rigforge.bench.task_score import check_task_score, run_task_score
 from rigforge.bench.transport import request
 
 METHODS = {"llama.cpp": "greedy", "vllm": "forced", "sglang": "forced"}
-KEYS = ("engine", "method", "top_k", "max_tokens", "max_resyncs", "corpus", "texts", "reference_tokens")
+KEYS = ("engine", "method", "top_k", "max_tokens", "max_resyncs", "corpus", "texts", "reference_tokens", "task_score")
 #: One request: (payload's prompt token ids, tokens to generate) -> the answer's steps.
 Generate = Callable[[list[int], int], list[Step]]
 
@@ -67,6 +69,7 @@ def check_quality(value: Any) -> None:
             isinstance(tokens, list) and all(isinstance(token, int) for token in tokens)
             for tokens in reference.values())):
         raise ValueError("quality.reference_tokens must be null or {text id: [token ids]}")
+    check_task_score(value.get("task_score"))
 
 
 def _post(root_url: str, path: str, payload: dict[str, Any], timeout_s: float) -> Any:
@@ -173,9 +176,12 @@ def run_quality(config: Any) -> dict[str, Any] | None:
         return None
     started = time.perf_counter()
     texts = [measure_text(config, quality, text) for text in quality["texts"]]
-    return {"engine": quality["engine"], "method": quality["method"], "top_k": quality["top_k"],
-            "corpus": quality.get("corpus"), "texts": texts, "requests": sum(text["requests"] for text in texts),
-            "seconds": round(time.perf_counter() - started, 3)}
+    result = {"engine": quality["engine"], "method": quality["method"], "top_k": quality["top_k"],
+              "corpus": quality.get("corpus"), "texts": texts, "requests": sum(text["requests"] for text in texts),
+              "seconds": round(time.perf_counter() - started, 3)}
+    if quality.get("task_score"):
+        result["task_score"] = run_task_score(config, quality["task_score"])
+    return result
 
 
 def quality_line(quality: dict[str, Any]) -> str:
@@ -185,4 +191,9 @@ def quality_line(quality: dict[str, Any]) -> str:
     line = (f"quality: {len(texts)} texts, {sum(len(text['steps']) for text in texts)} positions, "
             f"{sum(len(text['resyncs']) for text in texts)} re-syncs, {quality['requests']} requests, "
             f"{quality['seconds']:.1f} s")
+    tasks = quality.get("task_score")
+    if tasks:
+        errors = sum(1 for answer in tasks["answers"] if answer["error"])
+        line += f"; task score: {tasks['requests']} questions answered in {tasks['seconds']:.1f} s" + (
+            f" ({errors} failed)" if errors else "")
     return line + (f"; FAILED {failed[0][:200]}" if failed else "")

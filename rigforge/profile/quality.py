@@ -16,6 +16,16 @@ class TaskScore(StrictModel):
 
     enabled: bool
     reason: SafeText  # why it is on or off for this model
+    # Worked examples before every question (the set's first lines), and graded questions after them.
+    shots: Annotated[int, Field(ge=0, le=16)]
+    questions: Annotated[int, Field(ge=1, le=2000)]
+    # Tokens an answer may take (greedy; it stops earlier at the next "Question:").
+    max_tokens: Annotated[int, Field(ge=16, le=2048)]
+    # Questions in flight at once.
+    concurrency: Annotated[int, Field(ge=1, le=512)]
+    # Percentage points the score may drop below the reference's before the answers differ (the drop's 95 %
+    # interval must lie wholly past it).
+    max_drop_points: Annotated[float, Field(gt=0, le=100)]
 
 
 class Quality(StrictModel):

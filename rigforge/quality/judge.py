@@ -5,7 +5,10 @@ reference and the reference's own A/A noise. Answers **differ** when the mean to
 ``bench.quality.max_mean_kld`` and the noise (NOISE_TIMES the A/A mean KLD, as a speed claim must clear
 rigforge/updates/verdict.py's noise); they are the **same** when the mean is inside the tolerance; otherwise (no
 reference, a refused comparison, a KLD inside the noise but past the tolerance) quality **cannot tell**.
-rigforge/recipes/quality_veto.py lays this over a tournament's speed verdict.
+A graded task score, where the profile has one (rigforge/quality/tasks.py), adds one rule: a score that dropped
+past ``bench.quality.task_score.max_drop_points`` makes the answers **differ** whatever the KLD says; a score
+that is the same or cannot tell leaves the KLD's judgement and adds its line. rigforge/recipes/quality_veto.py
+lays this over a tournament's speed verdict.
 
 Example::
 
@@ -16,7 +19,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 SAME_ANSWERS, DIFFER, UNKNOWN, OFF = "same", "differ", "cannot tell", "off"
@@ -52,6 +55,17 @@ def judge_quality(quality: Mapping[str, Any] | None) -> QualityJudgement:
     """
     if not quality:
         return QualityJudgement(OFF, "no quality pass")
+    judged = _judge_kld(quality)
+    tasks = (quality.get("against_reference") or {}).get("task_score")
+    if not tasks:
+        return judged
+    if tasks["state"] == DIFFER:  # a score that dropped past its tolerance: the answers differ, whatever the KLD
+        return replace(judged, state=DIFFER, line=f"answers differ ({tasks['line']}); {judged.line}")
+    return replace(judged, line=f"{judged.line}; {tasks['line']}")
+
+
+def _judge_kld(quality: Mapping[str, Any]) -> QualityJudgement:
+    """The judgement of the pass's top-k KLD against the reference (the module's rule)."""
     against = quality.get("against_reference") or {}
     if against.get("recorded"):
         return QualityJudgement(UNKNOWN, "quality: this run recorded the reference (nothing to compare yet)")

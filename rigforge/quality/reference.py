@@ -26,7 +26,7 @@ from typing import Any
 from rigforge.bench.quality import METHODS
 from rigforge.profile import Model
 from rigforge.profile.quality import Quality
-from rigforge.quality.tasks import task_set
+from rigforge.quality.tasks import task_block
 
 CORPUS_PATH = Path(__file__).resolve().parent / "corpus.json"
 
@@ -117,8 +117,7 @@ def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] |
     """
     if not quality.enabled:
         return None
-    if quality.task_score.enabled:
-        task_set()  # refused with its reason while no graded set ships (rigforge/quality/tasks.py)
+    task_score = task_block(quality.task_score)  # refused with its reason where no graded set is there
     corpus = load_corpus()
     tokens = None
     if reference is not None and reference["pass"].get("method") == "greedy":
@@ -126,4 +125,4 @@ def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] |
     return {"engine": engine, "method": METHODS[engine], "top_k": quality.top_k, "max_tokens": quality.max_tokens,
             "max_resyncs": quality.max_resyncs, "corpus": corpus["corpus"],
             "texts": [{"id": text["id"], "text": text["text"]} for text in corpus["texts"]],
-            "reference_tokens": tokens}
+            "reference_tokens": tokens, "task_score": task_score}

@@ -1,11 +1,18 @@
 """A graded task score (GSM8K-style: grade-school word problems, few-shot, the final number graded), as vLLM's and
 SGLang's CI accuracy gates run it through the OpenAI-compatible server.
 
-The set itself must ship with rigforge, with its licence, at ``TASK_SET_PATH`` (JSON lines in GSM8K's own form:
-``{"question": …, "answer": "… #### 72"}``; GSM8K is MIT-licensed). None ships today: GSM8K is in no Debian package,
-and the PyPI package that names it (aviary-gsm8k 0.37.0) loads it from the Hugging Face hub at run time, which a
-rig's controller may not reach. So ``bench.quality.task_score.enabled`` is false in every profile, and turning it
-on without the set is refused with this reason (``task_set``).
+The set must be at ``TASK_SET_PATH`` as JSON lines in GSM8K's own form (``{"question": …, "answer": "… #### 72"}``,
+the worked answer ending in the graded number): the first ``shots`` lines are the worked examples of every prompt,
+the next ``questions`` lines are graded (SGLang's few_shot_gsm8k.py takes its shots the same way). None ships with
+rigforge: GSM8K (MIT) is in no package this project can install from, and the one packaged GSM8K-style generator
+found (PyPI reasoning-gym's gsm_symbolic) is made from Apple's GSM-Symbolic templates, whose data Apple licenses
+CC BY-NC-ND 4.0 (no derivatives may be shared). So ``bench.quality.task_score.enabled`` is false in every profile,
+and turning it on without a set is refused with this reason (``task_set``); an owner who puts GSM8K's test split
+there (with its MIT licence beside it) can turn it on.
+
+The rig asks (rigforge/bench/task_score.py); here the answers are graded, and a run's score judged against the
+reference's: a drop whose 95 % interval (Newcombe's, from the two Wilson intervals) lies wholly past the profile's
+``max_drop_points`` means the answers differ; an interval wholly inside it, the same; otherwise cannot tell.
 
 Example::
 
@@ -15,16 +22,22 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from rigforge.bench.task_score import STOP, shots_prefix
+from rigforge.profile.quality import TaskScore as TaskScoreSettings
 
 TASK_SET_PATH = Path(__file__).resolve().parent / "gsm8k.jsonl"
 #: The last number in a text, as lm-evaluation-harness's GSM8K "flexible-extract" reads an answer.
 NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
+SAME, DIFFER, UNKNOWN = "same", "differ", "cannot tell"
 
 
 class TaskSetMissing(ValueError):
@@ -35,6 +48,7 @@ class TaskSetMissing(ValueError):
 class Problem:
     question: str
     answer: str  # the graded final number
+    worked: str = ""  # the worked answer, ending ``#### <answer>`` (a few-shot example's text)
 
 
 @dataclass(frozen=True)
@@ -50,14 +64,40 @@ def task_set(path: Path = TASK_SET_PATH) -> list[Problem]:
     if not path.is_file():
         raise TaskSetMissing(
             f"bench.quality.task_score.enabled: no graded set at {path}: none ships with rigforge (GSM8K is in no "
-            "Debian package, and PyPI's aviary-gsm8k fetches it from the Hugging Face hub at run time); set it to "
-            "false, or put GSM8K's test split there as JSON lines with its MIT licence beside it")
+            "package this project installs from; PyPI's reasoning-gym gsm_symbolic is made from Apple's GSM-Symbolic "
+            "templates, CC BY-NC-ND 4.0); set it to false, or put GSM8K's test split there as JSON lines with its "
+            "MIT licence beside it")
     problems = []
     for line in path.read_text().splitlines():
         if line.strip():
             item = json.loads(line)
-            problems.append(Problem(item["question"], final_number(item["answer"]) or ""))
+            problems.append(Problem(item["question"], final_number(item["answer"]) or "", item["answer"]))
     return problems
+
+
+def set_name(path: Path = TASK_SET_PATH) -> str:
+    """The set's file name and the first 12 hex digits of its sha256: which set a score was measured on."""
+    return f"{path.name}@{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+
+
+def task_block(settings: TaskScoreSettings, path: Path = TASK_SET_PATH) -> dict[str, Any] | None:
+    """The bench config's ``quality.task_score`` block (None when the profile turns it off).
+
+    + settings: the profile's ``bench.quality.task_score``
+    + path: the set (its first ``shots`` problems are the examples, the next ``questions`` are asked)
+    """
+    if not settings.enabled:
+        return None
+    problems = task_set(path)
+    asked = problems[settings.shots:settings.shots + settings.questions]
+    if not asked:
+        raise TaskSetMissing(f"bench.quality.task_score: {path} has {len(problems)} problems, none left after "
+                             f"the {settings.shots} few-shot examples")
+    return {"set": set_name(path), "shots": shots_prefix([(shot.question, shot.worked)
+                                                          for shot in problems[:settings.shots]]),
+            "max_tokens": settings.max_tokens, "concurrency": settings.concurrency, "stop": list(STOP),
+            "questions": [{"id": f"q{settings.shots + index}", "question": problem.question}
+                          for index, problem in enumerate(asked)]}
 
 
 def final_number(text: str) -> str | None:
@@ -72,13 +112,6 @@ def final_number(text: str) -> str | None:
         return None
     value = numbers[-1].replace(",", "").rstrip(".")
     return value[:-2] if value.endswith(".0") else value
-
-
-def few_shot_prompt(shots: Sequence[Problem], question: str) -> str:
-    """GSM8K's few-shot form as lm-evaluation-harness sends it: ``Question: …\\nAnswer: …`` blocks, then the one
-    to answer."""
-    blocks = [f"Question: {shot.question}\nAnswer: The answer is {shot.answer}." for shot in shots]
-    return "\n\n".join([*blocks, f"Question: {question}\nAnswer:"])
 
 
 def wilson(correct: int, total: int, z: float = 1.96) -> tuple[float, float]:
@@ -100,3 +133,65 @@ def grade(answers: Sequence[str], outputs: Sequence[str]) -> TaskScore:
     correct = sum(final_number(output) == answer for answer, output in zip(answers, outputs, strict=True))
     total = len(answers)
     return TaskScore(correct, total, 100.0 * correct / total if total else 0.0, wilson(correct, total))
+
+
+def score_pass(answered: Mapping[str, Any], problems: Sequence[Problem]) -> dict[str, Any]:
+    """A task pass's answers graded: ``{correct, total, percent, interval, ungradable, seconds}``, or
+    ``{refused}`` when an engine error left a question unanswered (errors are a failure, never a wrong answer).
+
+    + answered: the rig's ``quality.task_score`` (rigforge/bench/task_score.py)
+    + problems: the set it was asked from (``task_set``), answers looked up by the question's id
+    """
+    answers = answered["answers"]
+    failed = [answer for answer in answers if answer["error"]]
+    if failed:
+        return {"refused": f"{len(failed)} of {len(answers)} questions got no answer: {failed[0]['error'][:200]}"}
+    expected = [problems[int(answer["id"][1:])].answer for answer in answers]
+    score = grade(expected, [answer["text"] for answer in answers])
+    ungradable = sum(final_number(answer["text"]) is None for answer in answers)
+    return {**asdict(score), "ungradable": ungradable, "set": answered["set"], "seconds": answered["seconds"]}
+
+
+def grade_answered(answered: Mapping[str, Any], path: Path = TASK_SET_PATH) -> dict[str, Any]:
+    """``score_pass`` against the set at ``path``, refused when it is not the set the questions came from."""
+    if not path.is_file() or set_name(path) != answered.get("set"):
+        return {"refused": f"the answers are to {answered.get('set')}, and {path} is not that set (any more)"}
+    return score_pass(answered, task_set(path))
+
+
+def drop_interval(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> tuple[float, float]:
+    """The 95 % interval of reference minus candidate, in points (Newcombe's hybrid score method).
+
+    >>> tuple(round(bound, 1) for bound in drop_interval({"correct": 90, "total": 100}, {"correct": 70, "total": 100}))
+    (9.0, 30.6)
+    """
+    p1, p2 = reference["correct"] / reference["total"], candidate["correct"] / candidate["total"]
+    (l1, u1), (l2, u2) = (tuple(bound / 100 for bound in wilson(side["correct"], side["total"]))
+                          for side in (reference, candidate))
+    low = p1 - p2 - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return (100.0 * low, 100.0 * high)
+
+
+def compare_scores(reference: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None,
+                   max_drop_points: float) -> dict[str, Any]:
+    """A run's task score against the reference's: ``{state, line, drop, interval}`` (see the module's rule)."""
+    if not candidate or candidate.get("refused") or not reference or reference.get("refused") or \
+            "correct" not in reference:
+        why = (candidate or {}).get("refused") or (reference or {}).get("refused") or "no reference score"
+        return {"state": UNKNOWN, "line": f"task score cannot tell: {why}"}
+    if reference.get("set") != candidate.get("set"):
+        return {"state": UNKNOWN, "line": f"task score cannot tell: measured on {candidate.get('set')}, the "
+                                          f"reference on {reference.get('set')}"}
+    low, high = drop_interval(reference, candidate)
+    numbers = (f"{candidate['percent']:.1f} % [{candidate['interval'][0]:.1f}, {candidate['interval'][1]:.1f}] of "
+               f"{candidate['total']} against the reference's {reference['percent']:.1f} %; drop "
+               f"{reference['percent'] - candidate['percent']:.1f} points, 95 % [{low:.1f}, {high:.1f}]")
+    if low > max_drop_points:
+        state, line = DIFFER, f"task score dropped ({numbers}: past the tolerance {max_drop_points:g})"
+    elif high <= max_drop_points:
+        state, line = SAME, f"task score same ({numbers}: within {max_drop_points:g})"
+    else:
+        state, line = UNKNOWN, f"task score cannot tell ({numbers}: not clear of the tolerance {max_drop_points:g})"
+    return {"state": state, "line": line, "drop": reference["percent"] - candidate["percent"],
+            "interval": [low, high]}
