@@ -1,8 +1,7 @@
 """The task score through the whole bench on a real sandbox host: deploys/bench.py twice with the score switched on.
 
-No graded set ships with rigforge, so this puts a temporary one at rigforge/quality/gsm8k.jsonl (problems of
-measurements/task_score_sandbox.py's own, seed 43) for the run and removes it after; it refuses to start where a
-set is already there (an owner's GSM8K is never overwritten). The first bench records the model's reference (its
+The questions are the shipped set's (rigforge/quality/word_problems.jsonl), the first ``--questions`` of them. The
+first bench records the model's reference (its
 task score with it) and, after one engine restart, the A/A; the second is judged against the reference. It prints
 the bench's quality lines, each run's score and its comparison. About 5 minutes on a 2-core machine:
 
@@ -21,12 +20,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "measurements"))
-
-from task_score_sandbox import original_problems  # noqa: E402
 
 from rigforge.bench_runs.plan import RESULTS_DIR_VARIABLE  # noqa: E402
-from rigforge.quality.tasks import TASK_SET_PATH  # noqa: E402
 from rigforge.sandbox import down, up  # noqa: E402
 from rigforge.sandbox.model import ensure_gemma  # noqa: E402
 from tests.e2e.conftest import inventory_source  # noqa: E402
@@ -37,13 +32,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=10)
     args = parser.parse_args(argv)
-    if TASK_SET_PATH.exists():
-        raise SystemExit(f"{TASK_SET_PATH} is there already: this script puts a temporary set there and removes it")
     work = Path(tempfile.mkdtemp(prefix="task-score-bench-"))
     name = f"tsbench-{secrets.token_hex(2)}"
     model = ensure_gemma(REPO_ROOT / ".sandbox" / "models")
-    TASK_SET_PATH.write_text("".join(json.dumps({"question": problem.question, "answer": problem.worked}) + "\n"
-                                     for problem in original_problems(5 + args.questions, seed=43)))
     os.environ[RESULTS_DIR_VARIABLE] = str(work / "results")
     up([name], work / "state")
     try:
@@ -63,7 +54,6 @@ def main(argv: list[str]) -> int:
             print("against the reference:", json.dumps((quality.get("against_reference") or {}).get("task_score")))
     finally:
         down([name], work / "state")
-        TASK_SET_PATH.unlink()
     return 0
 
 

@@ -8,7 +8,7 @@ base model may write). The rig only asks and keeps what the engine answered; the
 
 Config (``quality.task_score`` in the bench config; validated by ``check_task_score``)::
 
-    {"set": "gsm8k.jsonl@3f2a…", "shots": "Question: …\\nAnswer: … #### 72\\n\\n…", "max_tokens": 256,
+    {"set": "word_problems.jsonl@3f2a…", "shots": "Question: …\\nAnswer: … #### 72\\n\\n…", "max_tokens": 256,
      "concurrency": 8, "stop": ["Question:", "</s>", "<|im_end|>"], "questions": [{"id": "q5", "question": "…"}]}
 
 Result: ``{"set", "seconds", "requests", "answers": [{"id", "text", "finish_reason", "completion_tokens",

@@ -12,7 +12,7 @@ from rigforge.profile.types import SafeText, StrictModel
 
 class TaskScore(StrictModel):
     """A graded task set through the same API (GSM8K-style, rigforge/quality/tasks.py); off where it means
-    nothing (a model too small to solve it) or where no graded set ships with rigforge."""
+    nothing (a model too small to solve it; rigforge/quality/word_problems.py makes the set)."""
 
     enabled: bool
     reason: SafeText  # why it is on or off for this model

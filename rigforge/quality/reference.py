@@ -117,7 +117,7 @@ def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] |
     """
     if not quality.enabled:
         return None
-    task_score = task_block(quality.task_score)  # refused with its reason where no graded set is there
+    task_score = task_block(quality.task_score)  # refused with its reason where the set is missing
     corpus = load_corpus()
     tokens = None
     if reference is not None and reference["pass"].get("method") == "greedy":

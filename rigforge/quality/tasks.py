@@ -1,14 +1,13 @@
 """A graded task score (GSM8K-style: grade-school word problems, few-shot, the final number graded), as vLLM's and
 SGLang's CI accuracy gates run it through the OpenAI-compatible server.
 
-The set must be at ``TASK_SET_PATH`` as JSON lines in GSM8K's own form (``{"question": …, "answer": "… #### 72"}``,
-the worked answer ending in the graded number): the first ``shots`` lines are the worked examples of every prompt,
-the next ``questions`` lines are graded (SGLang's few_shot_gsm8k.py takes its shots the same way). None ships with
-rigforge: GSM8K (MIT) is in no package this project can install from, and the one packaged GSM8K-style generator
-found (PyPI reasoning-gym's gsm_symbolic) is made from Apple's GSM-Symbolic templates, whose data Apple licenses
-CC BY-NC-ND 4.0 (no derivatives may be shared). So ``bench.quality.task_score.enabled`` is false in every profile,
-and turning it on without a set is refused with this reason (``task_set``); an owner who puts GSM8K's test split
-there (with its MIT licence beside it) can turn it on.
+The set is ``TASK_SET_PATH``: rigforge's own word problems (rigforge/quality/word_problems.py; 8 worked examples,
+marked ``"shot": true``, then 312 graded questions, under rigforge's licence), as JSON lines in GSM8K's own form
+(``{"question": …, "answer": "… #### 72"}``, the worked answer ending in the graded number). GSM8K itself (MIT) is in
+no package this project can install from, and the packaged GSM8K-style generator found (PyPI reasoning-gym's
+gsm_symbolic) is made from Apple's GSM-Symbolic templates, licensed CC BY-NC-ND 4.0, so neither ships. The score is
+therefore not a GSM8K score and compares only with itself: the same set, before and after a change. A set without
+``shot`` marks (an owner's GSM8K test split, say) gives its first ``shots`` lines as the examples.
 
 The rig asks (rigforge/bench/task_score.py); here the answers are graded, and a run's score judged against the
 reference's: a drop whose 95 % interval (Newcombe's, from the two Wilson intervals) lies wholly past the profile's
@@ -33,15 +32,16 @@ from typing import Any
 
 from rigforge.bench.task_score import STOP, shots_prefix
 from rigforge.profile.quality import TaskScore as TaskScoreSettings
+from rigforge.quality.word_problems import SET_PATH
 
-TASK_SET_PATH = Path(__file__).resolve().parent / "gsm8k.jsonl"
+TASK_SET_PATH = SET_PATH
 #: The last number in a text, as lm-evaluation-harness's GSM8K "flexible-extract" reads an answer.
 NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
 SAME, DIFFER, UNKNOWN = "same", "differ", "cannot tell"
 
 
 class TaskSetMissing(ValueError):
-    """The profile asks for a task score and no graded set ships with rigforge."""
+    """The profile asks for a task score the set cannot give (missing, or fewer worked examples than asked)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Problem:
     question: str
     answer: str  # the graded final number
     worked: str = ""  # the worked answer, ending ``#### <answer>`` (a few-shot example's text)
+    shot: bool = False  # a worked example of the set's head, never asked
 
 
 @dataclass(frozen=True)
@@ -63,15 +64,14 @@ def task_set(path: Path = TASK_SET_PATH) -> list[Problem]:
     """The graded set; TaskSetMissing (naming the switch and why) when it is not there."""
     if not path.is_file():
         raise TaskSetMissing(
-            f"bench.quality.task_score.enabled: no graded set at {path}: none ships with rigforge (GSM8K is in no "
-            "package this project installs from; PyPI's reasoning-gym gsm_symbolic is made from Apple's GSM-Symbolic "
-            "templates, CC BY-NC-ND 4.0); set it to false, or put GSM8K's test split there as JSON lines with its "
-            "MIT licence beside it")
+            f"bench.quality.task_score.enabled: no graded set at {path} (rigforge ships one: "
+            "python -m rigforge.quality.word_problems --write makes it again); or set it to false")
     problems = []
     for line in path.read_text().splitlines():
         if line.strip():
             item = json.loads(line)
-            problems.append(Problem(item["question"], final_number(item["answer"]) or "", item["answer"]))
+            problems.append(Problem(item["question"], final_number(item["answer"]) or "", item["answer"],
+                                    bool(item.get("shot"))))
     return problems
 
 
@@ -84,19 +84,24 @@ def task_block(settings: TaskScoreSettings, path: Path = TASK_SET_PATH) -> dict[
     """The bench config's ``quality.task_score`` block (None when the profile turns it off).
 
     + settings: the profile's ``bench.quality.task_score``
-    + path: the set (its first ``shots`` problems are the examples, the next ``questions`` are asked)
+    + path: the set (its ``shot`` head are the examples, else its first ``shots`` lines; the next ``questions``
+      are asked)
     """
     if not settings.enabled:
         return None
     problems = task_set(path)
-    asked = problems[settings.shots:settings.shots + settings.questions]
+    head = next((index for index, problem in enumerate(problems) if not problem.shot), len(problems)) or settings.shots
+    if settings.shots > head:
+        raise TaskSetMissing(f"bench.quality.task_score.shots: {settings.shots}, but {path} has {head} worked "
+                             f"examples; allowed: 0 to {head}")
+    asked = problems[head:head + settings.questions]
     if not asked:
         raise TaskSetMissing(f"bench.quality.task_score: {path} has {len(problems)} problems, none left after "
-                             f"the {settings.shots} few-shot examples")
+                             f"the {head} few-shot examples")
     return {"set": set_name(path), "shots": shots_prefix([(shot.question, shot.worked)
                                                           for shot in problems[:settings.shots]]),
             "max_tokens": settings.max_tokens, "concurrency": settings.concurrency, "stop": list(STOP),
-            "questions": [{"id": f"q{settings.shots + index}", "question": problem.question}
+            "questions": [{"id": f"q{head + index}", "question": problem.question}
                           for index, problem in enumerate(asked)]}
 
 

@@ -8,9 +8,9 @@ computed, never typed) and ships under rigforge's licence. It is not GSM8K and i
 it tells whether a recipe, driver or image changed how well the rig's model does multi-step arithmetic in words,
 measured the same way before and after.
 
-The file holds ``SHOTS`` worked examples first (their own seed, one per template, never asked), then
-``QUESTIONS`` graded problems spread evenly over the templates; each line is ``{"question", "answer"}`` with the
-worked answer ending ``#### N``. A unit test makes the set again and compares it byte for byte, so the file is
+The file holds ``SHOTS`` worked examples first (their own seed, one per template, marked ``"shot": true``, never
+asked), then ``QUESTIONS`` graded problems spread evenly over the templates; each line is ``{"question", "answer"}``
+with the worked answer ending ``#### N``. A unit test makes the set again and compares it byte for byte, so the file is
 exactly what this code makes.
 
     python -m rigforge.quality.word_problems            # check the shipped file against the templates
@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from random import Random
+from typing import Any
 
 from rigforge.quality.word_problem_templates import TEMPLATES, Template
 
@@ -41,23 +42,23 @@ NAMES = ("Ana", "Ben", "Chloe", "Dev", "Elif", "Femi", "Greta", "Hugo", "Ines", 
          "Nia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Vera", "Wen", "Yara")
 
 
-def _problem(template: Template, seed: str) -> dict[str, str]:
+def _problem(template: Template, seed: str) -> dict[str, Any]:
     rng = Random(seed)  # a str seed is hashed with SHA-512: the same draws on every Python 3
     question, steps, answer = template(rng, rng.choice(NAMES))
     return {"question": question, "answer": "\n".join(steps) + f"\n#### {answer}"}
 
 
-def _drawn(seed: str, count: int, offset: int = 0) -> Iterator[dict[str, str]]:
+def _drawn(seed: str, count: int, offset: int = 0) -> Iterator[dict[str, Any]]:
     for index in range(count):
         template = TEMPLATES[(index + offset) % len(TEMPLATES)]
         yield _problem(template, f"{seed}:{index}")
 
 
-def make_set() -> list[dict[str, str]]:
+def make_set() -> list[dict[str, Any]]:
     """The shots then the questions; a question that repeats a shot or another question is drawn again."""
-    shots = list(_drawn(SHOT_SEED, SHOTS, offset=len(TEMPLATES) // 2))
+    shots = [{**shot, "shot": True} for shot in _drawn(SHOT_SEED, SHOTS, offset=len(TEMPLATES) // 2)]
     seen = {shot["question"] for shot in shots}
-    questions: list[dict[str, str]] = []
+    questions: list[dict[str, Any]] = []
     for index in range(QUESTIONS):
         template, attempt = TEMPLATES[index % len(TEMPLATES)], 0
         problem = _problem(template, f"{QUESTION_SEED}:{index}")
@@ -69,7 +70,7 @@ def make_set() -> list[dict[str, str]]:
     return shots + questions
 
 
-def rendered(problems: list[dict[str, str]]) -> bytes:
+def rendered(problems: list[dict[str, Any]]) -> bytes:
     """The file's bytes: one JSON object a line, keys in order, ASCII only."""
     return "".join(json.dumps(problem) + "\n" for problem in problems).encode()
 

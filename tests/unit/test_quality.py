@@ -21,7 +21,7 @@ from rigforge.quality.judge import DIFFER, SAME_ANSWERS, UNKNOWN, judge_quality
 from rigforge.quality.kld import compare_passes, position_kld
 from rigforge.quality.over_starts import judge_over_starts
 from rigforge.quality.reference import load_corpus, quality_config
-from rigforge.quality.tasks import TaskSetMissing, grade
+from rigforge.quality.tasks import TaskSetMissing, grade, task_block
 from rigforge.recipes.quality_veto import ANSWERS_DIFFER, veto
 from rigforge.recipes.report import RecipeVerdict, Trial, build_report
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME
@@ -180,14 +180,15 @@ def test_a_faster_recipe_whose_answers_differ_is_never_better_nor_kept() -> None
     assert report.best == "fast"
 
 
-def test_the_task_score_grades_the_final_number_and_is_refused_while_no_set_ships() -> None:
+def test_the_task_score_grades_the_final_number_and_is_refused_where_the_set_is_missing(tmp_path: Path) -> None:
     score = grade(["72", "1000"], ["48 + 24 = 72 clips.\n#### 72", "The answer is 999."])
     assert (score.correct, score.total, score.percent) == (1, 2, 50.0)
     assert score.interval[0] < 50.0 < score.interval[1]
     quality = load_profile("sandbox").bench.quality
     switched = quality.model_copy(update={"task_score": quality.task_score.model_copy(update={"enabled": True})})
+    assert quality_config(switched, "llama.cpp", None)["task_score"]["questions"]
     with pytest.raises(TaskSetMissing, match="bench.quality.task_score.enabled: no graded set"):
-        quality_config(switched, "llama.cpp", None)
+        task_block(switched.task_score, tmp_path / "missing.jsonl")
 
 
 def test_a_driver_update_whose_answers_moved_is_a_regression(tmp_path: Path) -> None:

@@ -50,3 +50,21 @@ def test_a_template_draws_the_same_problem_from_the_same_seed() -> None:
 
     for template in TEMPLATES:
         assert template(Random("x"), "Ana") == template(Random("x"), "Ana")
+
+
+def test_the_bench_asks_past_the_worked_examples_and_refuses_more_shots_than_the_set_has() -> None:
+    import pytest
+
+    from rigforge.profile.loader import load_profile
+    from rigforge.quality.tasks import TaskSetMissing, task_block
+
+    settings = load_profile("2x-pix").bench.quality.task_score
+    block = task_block(settings)
+    assert block is not None and settings.enabled
+    shots = {problem["question"] for problem in _shipped()[:SHOTS]}
+    asked = [question["question"] for question in block["questions"]]
+    assert block["questions"][0]["id"] == f"q{SHOTS}" and len(asked) == min(settings.questions, QUESTIONS)
+    assert not shots & set(asked)
+    assert block["shots"].count("#### ") == settings.shots
+    with pytest.raises(TaskSetMissing, match="task_score.shots: 9, .* allowed: 0 to 8"):
+        task_block(settings.model_copy(update={"shots": 9}))
