@@ -5,9 +5,13 @@ asserting: it prints).
 Starts one sandbox host (its own state directory and host name), serves the sandbox profile with recipes ``aa1``,
 ``aa2`` (``--identical N``: more) that change nothing (only their names differ from ``default``), then runs
 ``deploys/recipes.py --data recipes=default,aa1,aa2,one-thread --data keep=best`` N times with the sandbox profile's
-engine starts (``bench.verdicts.starts``: 3, interleaved rounds; extra rounds where a verdict cannot tell, within
-its ``decide_budget_s``). ``--one-cell`` benches C=1 only (3 s windows, 2 repeats a start: the starts decide), for a
-loaded machine. No variance is injected: the machine's own load (other work on its 2 cores) is the drift a verdict
+engine starts (``bench.verdicts.starts``: 3, interleaved rounds; then, within its ``decide_budget_s``, extra
+rounds of every recipe without a claim and a second look, each look at half the false-claim rate:
+rigforge/recipes/rounds.py). ``--one-cell`` benches C=1 only (3 s windows, 2 repeats a start: the starts decide).
+``--starts`` and ``--budget`` override k and the budget (``--starts 8 --budget 0``: one look at 8 starts a side,
+which measures the start-to-start spread). Each tournament's line says the load average (1 min) before and after
+it and the 5 min one after it: run it with ``flock -x /tmp/rigforge-quiet.lock`` for a quiet machine. No
+variance is injected: the machine's own load (other work on its 2 cores) is the drift a verdict
 must survive. Each tournament holds the shared e2e lock (``--lock``) while it runs and lets it go between
 tournaments, so other sandbox runs are not held for the whole series.
 
@@ -16,6 +20,7 @@ recipes and of one-thread, the starts a side they took, the recipe the rig ended
 the table of all tournaments and the rate of ``same`` among the identical recipes' verdicts.
 
     .venv/bin/python measurements/recipes_aa.py [--tournaments 5] [--identical 2] [--one-cell] [--identical-only]
+        [--starts K] [--budget S]
 """
 
 from __future__ import annotations
