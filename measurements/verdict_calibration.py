@@ -36,14 +36,8 @@ from rigforge.profile import Profile  # noqa: E402
 from rigforge.profile.loader import load_profile  # noqa: E402
 from rigforge.recipes.rounds import extra_rounds, looks  # noqa: E402
 from rigforge.updates.comparison import RegressionPolicy  # noqa: E402
-from tests.bench_support.synthetic import (  # noqa: E402
-    DRIVER_UPDATE,
-    TOURNAMENT,
-    TOURNAMENT_RECIPES,
-    claim_rates,
-    judged_grid,
-    one_cell,
-)
+from tests.bench_support import synthetic  # noqa: E402
+from tests.bench_support.synthetic import DRIVER_UPDATE, TOURNAMENT, claim_rates, judged_grid  # noqa: E402
 
 #: sandbox-one-cell: the sandbox with the one-cell bench of measurements/recipes_aa.py --one-cell (more extra
 #: rounds fit its budget), at the repeat noise measured there on a quiet machine (3.5 %).
@@ -60,7 +54,7 @@ DEFAULT_STARTS = 3
 def calibrated(name: str) -> Profile:
     """The shipped profile ``name``, or with ``-one-cell`` the sandbox A/A runs' one-cell bench."""
     if name.endswith(ONE_CELL_SUFFIX):
-        return one_cell(load_profile(name.removesuffix(ONE_CELL_SUFFIX)))
+        return synthetic.one_cell(load_profile(name.removesuffix(ONE_CELL_SUFFIX)))
     return load_profile(name)
 
 
@@ -120,7 +114,7 @@ def main() -> int:
         grid = (f"{cells} cells, {len(judged_grid(profile))} judged, {profile.bench.repeats} repeats; primary "
                 f"{primary.metric if primary else '-'} ±{tolerance:g} %")
         for design in (TOURNAMENT, DRIVER_UPDATE):
-            plan = (f"{starts} ({looks(profile)}, ≤ {extra_rounds(profile, 1 + TOURNAMENT_RECIPES)})"
+            plan = (f"{starts} ({looks(profile)}, ≤ {extra_rounds(profile, 1 + synthetic.TOURNAMENT_RECIPES)})"
                     if design == TOURNAMENT and looks(profile) > 1 else f"{starts} (1)")
             for noise in NOISES.get(name, GPU_NOISE):
                 for offset in OFFSETS:
