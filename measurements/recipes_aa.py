@@ -5,9 +5,13 @@ asserting: it prints).
 Starts one sandbox host (its own state directory and host name), serves the sandbox profile with recipes ``aa1``,
 ``aa2`` (``--identical N``: more) that change nothing (only their names differ from ``default``), then runs
 ``deploys/recipes.py --data recipes=default,aa1,aa2,one-thread --data keep=best`` N times with the sandbox profile's
-engine starts (``bench.verdicts.starts``: 3, interleaved rounds; extra rounds where a verdict cannot tell, within
-its ``decide_budget_s``). ``--one-cell`` benches C=1 only (3 s windows, 2 repeats a start: the starts decide), for a
-loaded machine. No variance is injected: the machine's own load (other work on its 2 cores) is the drift a verdict
+engine starts (``bench.verdicts.starts``: 3, interleaved rounds; then, within its ``decide_budget_s``, extra
+rounds of every recipe without a claim and a second look, each look at half the false-claim rate:
+rigforge/recipes/rounds.py). ``--one-cell`` benches C=1 only (3 s windows, 2 repeats a start: the starts decide).
+``--starts`` and ``--budget`` override k and the budget (``--starts 8 --budget 0``: one look at 8 starts a side,
+which measures the start-to-start spread). Each tournament's line says the load average (1 min) before and after
+it and the 5 min one after it: run it with ``flock -x /tmp/rigforge-quiet.lock`` for a quiet machine. No
+variance is injected: the machine's own load (other work on its 2 cores) is the drift a verdict
 must survive. Each tournament holds the shared e2e lock (``--lock``) while it runs and lets it go between
 tournaments, so other sandbox runs are not held for the whole series.
 
@@ -16,12 +20,14 @@ recipes and of one-thread, the starts a side they took, the recipe the rig ended
 the table of all tournaments and the rate of ``same`` among the identical recipes' verdicts.
 
     .venv/bin/python measurements/recipes_aa.py [--tournaments 5] [--identical 2] [--one-cell] [--identical-only]
+        [--starts K] [--budget S]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -33,18 +39,23 @@ sys.path.insert(0, str(REPO_ROOT))
 from rigforge.sandbox import down, exec_in, up  # noqa: E402
 from rigforge.sandbox.docker import file_lock  # noqa: E402
 from rigforge.sandbox.model import ensure_gemma  # noqa: E402
+from tests.bench_support.synthetic import ONE_CELL  # noqa: E402
 from tests.e2e.conftest import inventory_source  # noqa: E402
 from tests.e2e.pyinfra_run import run_pyinfra  # noqa: E402
 
 HOST = "recipeaa"
 SAME_AS_DEFAULT = {"description": "identical to default: no field changed, only the name (an A/A test)",
                    "source": "measurements/recipes_aa.py"}
-ONE_CELL = {"concurrency": [1], "cell_seconds": 3, "repeats": 2}
 
 
 def starts_of(report: dict, name: str) -> int:
     """How many engine starts a recipe was measured in."""
     return next(len(entry["primary_per_start"]) for entry in report["recipes"] if entry["recipe"] == name)
+
+
+def per_start(report: dict, name: str) -> list[float]:
+    """A recipe's primary value in each of its engine starts, in the order measured."""
+    return next(entry["primary_per_start"] for entry in report["recipes"] if entry["recipe"] == name)
 
 
 def main() -> int:
@@ -54,6 +65,8 @@ def main() -> int:
     parser.add_argument("--one-cell", action="store_true", help="bench C=1 only, 3 s windows, 2 repeats a start")
     parser.add_argument("--identical-only", action="store_true",
                         help="leave one-thread out (a third fewer starts on a loaded machine; the e2e test has it)")
+    parser.add_argument("--starts", type=int, help="engine starts a recipe (default: the profile's bench.verdicts)")
+    parser.add_argument("--budget", type=int, help="seconds of extra starts (default: the profile's decide_budget_s)")
     parser.add_argument("--lock", type=Path, default=Path("/tmp/rigforge-e2e.lock"))
     parser.add_argument("--keep", action="store_true", help="leave the sandbox host running")
     args = parser.parse_args()
@@ -64,7 +77,11 @@ def main() -> int:
     overrides: dict = {"model": {"local_path": str(model)},
                        "engine": {"recipes": {name: SAME_AS_DEFAULT for name in identical}}}
     if args.one_cell:
-        overrides["bench"] = ONE_CELL
+        overrides["bench"] = dict(ONE_CELL)
+    verdicts = {key: value for key, value in (("starts", args.starts), ("decide_budget_s", args.budget))
+                if value is not None}
+    if verdicts:
+        overrides.setdefault("bench", {})["verdicts"] = verdicts
     inventory = work / "inventory.py"
     inventory.write_text(inventory_source(state, [HOST], "sandbox", overrides))
     env = {"RIGFORGE_RESULTS_DIR": str(results)}
@@ -77,10 +94,12 @@ def main() -> int:
             run_pyinfra(inventory, "deploys/serve.py", env=env)
         for number in range(1, args.tournaments + 1):
             with file_lock(args.lock):
+                load_before = os.getloadavg()[0]
                 started = time.monotonic()
                 run_pyinfra(inventory, "deploys/recipes.py", "--data", f"recipes={names}", "--data", "keep=best",
                             env=env)
                 took = time.monotonic() - started
+                load = f"{load_before:.1f} / {os.getloadavg()[0]:.1f} / {os.getloadavg()[1]:.1f}"
                 ended = json.loads(exec_in(host, "cat /etc/rigforge/profile.json").stdout)["recipe"]["name"]
             folder = sorted((results / HOST).glob("recipes-*"))[-1]
             report = json.loads((folder / "report.json").read_text())
@@ -91,16 +110,18 @@ def main() -> int:
             print("\n".join(line for line in markdown.splitlines() if line.startswith(("|", "- ", "Best"))))
             starts = "/".join(str(starts_of(report, name)) for name in ["default", *identical, *others])
             rows.append(f"| {number} | " + " | ".join(verdicts[name] for name in [*identical, *others])
-                        + f" | {starts} | {report['best'] or 'none'} | {ended} | {took:.0f} s |")
+                        + f" | {starts} | {report['best'] or 'none'} | {ended} | {took:.0f} s | {load} |")
             print(rows[-1], flush=True)
+            for name in ["default", *identical, *others]:
+                print(f"{name} decode per start: {per_start(report, name)}", flush=True)
     finally:
         if not args.keep:
             with file_lock(args.lock):
                 down([HOST], state)
     measured = ["default", *identical, *others]
     print("\n| tournament | " + " | ".join(measured[1:]) + f" | starts ({'/'.join(measured)}) | best | rig ended on "
-          "| wall time |")
-    print("|---|" + "---|" * (len(identical) + len(others) + 4))
+          "| wall time | load (1 min before / after, 5 min after) |")
+    print("|---|" + "---|" * (len(identical) + len(others) + 5))
     print("\n".join(rows))
     same = sum(verdict == "same" for verdict in verdicts_of_identical)
     claimed = sum(verdict in ("better", "worse (regression)") for verdict in verdicts_of_identical)

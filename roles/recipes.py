@@ -50,7 +50,7 @@ from rigforge.operations.weights import GB, bytes_to_fetch, hub_size, tool_comma
 from rigforge.profile import Model, Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.recipes.choice import EXPERIMENT_RECORD, RecipeChoice
-from rigforge.recipes.report import Trial, build_report, report_table, starts_lines, wrong_output
+from rigforge.recipes.report import Trial, report_table, starts_lines, wrong_output
 from rigforge.recipes.rounds import plan_line as rounds_plan
 from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
@@ -210,11 +210,9 @@ def _experiment(profile: Profile, names: list[str], start: str, keep: str, stamp
     if not tournament.run(names, stamp):
         return False
     policy = RegressionPolicy.from_profile(profile.with_recipe(start))
-    report = build_report(list(tournament.trials.values()), start, policy, (), tournament.rounds)
-    spent = recipes_decide.decide_more(report, tournament, stamp)
+    report = recipes_decide.judge_in_looks(tournament, start, policy, stamp)  # one or two looks (rounds.py)
     if stopped_by_ctrl_c(start, "after the last trial"):
         return False
-    report = build_report(list(tournament.trials.values()), start, policy, spent, tournament.rounds)
     confirmed = recipes_decide.confirm_best(report, tournament, policy, stamp)  # a better verdict must replicate
     if confirmed is None:
         return False

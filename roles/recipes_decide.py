@@ -1,5 +1,6 @@
-"""The recipe tournament's rounds of engine starts, the extra rounds where a verdict could not tell (within the
-profile's ``bench.verdicts.decide_budget_s``), and its report files.
+"""The recipe tournament's rounds of engine starts, the extra rounds where a verdict made no claim (within the
+profile's ``bench.verdicts.decide_budget_s``, judged in two looks: rigforge/recipes/rounds.py), and its report
+files.
 
 Called by roles/recipes.py while the experiment executes (nested operations): every start of a recipe is a trial
 (switch, a fresh engine start, health wait, probes and bench); its result joins the recipe's earlier starts, and a
@@ -22,10 +23,10 @@ from rigforge.bench_runs.starts import minutes
 from rigforge.profile import Profile
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.quality_plot import render_quality_plot
-from rigforge.recipes.report import Report, Trial, build_report, report_json, report_markdown
-from rigforge.recipes.rounds import round_orders
+from rigforge.recipes.report import Report, Trial, best_of, build_report, report_json, report_markdown
+from rigforge.recipes.rounds import extra_rounds, looks, per_look, round_orders
 from rigforge.updates.policy import RegressionPolicy
-from rigforge.updates.verdict import BETTER, CANNOT_TELL
+from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
 #: A trial runner: (recipe profile, the recipe before it) -> the trial of one engine start.
 TryRecipe = Callable[[Profile, Profile | None], Trial]
@@ -117,35 +118,71 @@ class Tournament:
 
 
 def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
-    """Rounds of more starts of the starting recipe and each recipe the report cannot tell about, while the
-    profile's budget lasts (each round shuffled); what was spent, in words.
+    """Rounds of more starts of the starting recipe and every recipe the report makes no claim about (``cannot
+    tell``, or a first look's ``same``, which is not final), each round shuffled: as many as the profile's budget
+    affords, never more than the plan's count (rigforge.recipes.rounds.extra_rounds: fixed before anything is
+    measured, whatever the first look saw); what was spent, in words.
 
-    + report: the report of the rounds so far
+    + report: the report of the rounds so far (the first look)
     + tournament: the tournament that measured them (more starts join its trials)
     + seed: the shuffle's seed (the experiment's stamp)
     """
     budget = float(tournament.profile.bench.verdicts.decide_budget_s)
-    undecided = [verdict for verdict in report.verdicts if verdict.verdict == CANNOT_TELL and verdict.starts_to_decide]
-    if not undecided or budget <= 0:
+    open_ = [verdict for verdict in report.verdicts if verdict.verdict in (CANNOT_TELL, SAME)]
+    if not open_ or budget <= 0:
         return []
-    names = [report.start, *(verdict.recipe for verdict in undecided)]
-    have = len(tournament.trials[report.start].starts)
-    # At least one more round: a verdict sized at this many starts may still be short of them.
-    wanted = max(1, max(verdict.starts_to_decide or 0 for verdict in undecided) - have)
+    names = [report.start, *(verdict.recipe for verdict in open_)]
+    planned = extra_rounds(tournament.profile, len(names))
     per_round = tournament.start_seconds * len(names)
-    affordable = int(budget // per_round) if per_round else 0
-    said = (f"{', '.join(names[1:])}: about {wanted + have} starts a side would decide; a round of {len(names)} "
-            f"starts costs about {minutes(per_round)} here")
+    affordable = min(planned, int(budget // per_round) if per_round else planned)
+    sized = [verdict.starts_to_decide for verdict in open_ if verdict.starts_to_decide]
+    have = len(tournament.trials[report.start].starts)
+    said = (f"{', '.join(names[1:])}: no claim after {have} starts a side"
+            + (f" (about {max(sized)} would decide)" if sized else "")
+            + f"; a round of {len(names)} starts costs about {minutes(per_round)} here")
     if affordable < 1:
-        return [f"{said}, more than the {budget:.0f} s budget (bench.verdicts.decide_budget_s)"]
+        return [f"{said}, more than the {budget:.0f} s budget (bench.verdicts.decide_budget_s) affords"]
     began, rounds = time.monotonic(), 0
-    for order in round_orders(names, min(wanted, affordable) + 1, f"{seed}-more")[1:]:
+    for order in round_orders(names, affordable + 1, f"{seed}-more")[1:]:
         if time.monotonic() - began + per_round > budget or not tournament.run_round(order):
             break
         rounds += 1
     spent = time.monotonic() - began
     return [f"{said}: measured {rounds} more round{'s' if rounds != 1 else ''} ({rounds * len(names)} starts), "
-            f"{spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s)"]
+            f"{spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s); judged again at half "
+            "the false-claim rate"]
+
+
+def judge_in_looks(tournament: Tournament, start: str, policy: RegressionPolicy, seed: str) -> Report:
+    """The tournament's report after one or two looks (rigforge/recipes/rounds.py says when and why): the first
+    after the k rounds; where the profile's budget affords more rounds, a second after them, where a claim of the
+    first look stays and every other recipe is judged on all its starts. Each look judges at ``per_look``'s rate.
+
+    + tournament: the tournament, its k rounds measured
+    + start: the starting recipe
+    + policy: the comparison's policy (the start's)
+    + seed: the shuffle's seed (the experiment's stamp)
+    """
+    judged = per_look(policy, tournament.profile)
+    first = build_report(list(tournament.trials.values()), start, judged, (), tournament.rounds)
+    if looks(tournament.profile) == 1:
+        return first
+    spent = decide_more(first, tournament, seed)
+    final = build_report(list(tournament.trials.values()), start, judged, spent, tournament.rounds)
+    return keep_first_claims(first, final, judged)
+
+
+def keep_first_claims(first: Report, final: Report, policy: RegressionPolicy) -> Report:
+    """``final`` with every better/worse claim of ``first`` kept as it was made (a claim is not tested again:
+    that would be one more chance for a false one), and its best chosen again.
+
+    + first: the first look's report
+    + final: the report on all starts (the second look)
+    + policy: the policy the looks judged with (its primary's direction picks the best)
+    """
+    claims = {verdict.recipe: verdict for verdict in first.verdicts if verdict.verdict in (BETTER, WORSE)}
+    verdicts = tuple(claims.get(verdict.recipe, verdict) for verdict in final.verdicts)
+    return replace(final, verdicts=verdicts, best=best_of(verdicts, policy))
 
 
 def confirm_best(report: Report, tournament: Tournament, policy: RegressionPolicy, seed: str) -> Report | None:

@@ -119,6 +119,13 @@ def judge_recipe(start: Sequence[Mapping[str, Any]], trial: Trial, policy: Regre
                          primary_value(trial.starts, policy), primary.starts_to_decide if primary else None)
 
 
+def best_of(verdicts: Sequence[RecipeVerdict], policy: RegressionPolicy) -> str | None:
+    """The recipe judged ``better`` with the best primary number, None when none is."""
+    better = [verdict for verdict in verdicts if verdict.verdict == BETTER and verdict.primary is not None]
+    higher = policy.primary is None or metric(policy.primary.metric).higher_is_better
+    return max(better, key=lambda verdict: (verdict.primary or 0.0) * (1 if higher else -1)).recipe if better else None
+
+
 def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy, spent: Sequence[str] = (),
                  rounds: Sequence[Sequence[str]] = ()) -> Report:
     """Every trial judged against the starting recipe's runs; the best is the recipe judged ``better`` with the
@@ -144,9 +151,7 @@ def build_report(trials: Sequence[Trial], start: str, policy: RegressionPolicy, 
                                           decode_c1(trial.result or {})))
         else:
             verdicts.append(veto(judge_recipe(start_starts, trial, policy), judge_trial(trial, trials, start)))
-    better = [verdict for verdict in verdicts if verdict.verdict == BETTER and verdict.primary is not None]
-    higher = policy.primary is None or metric(policy.primary.metric).higher_is_better
-    best = max(better, key=lambda verdict: (verdict.primary or 0.0) * (1 if higher else -1)).recipe if better else None
+    best = best_of(verdicts, policy)
     cells = sorted({cell_key(cell) for trial in trials if trial.result for cell in trial.result.get("cells", [])},
                    key=lambda key: (*key[0].order, key[1], key[2]))
     per_start = tuple((trial.recipe, tuple(primary_value([result], policy) for result in trial.starts))

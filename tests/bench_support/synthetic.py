@@ -10,8 +10,13 @@ tournaments with a random CPU quota per engine start test the same thing on real
 Two designs, as run:
 
 - ``tournament``: the starting recipe's k starts against two recipes identical to it (k starts each; the A/A
-  tournament of docs/recipes.md). Without a true gain the rate is counted per tournament: a claim for either
-  recipe is a false one (keep=best would move the rig); with one, per recipe (the chance a better one is found).
+  tournament of docs/recipes.md), run as roles/recipes_decide.py runs it: the first look at the rate of each look
+  (rigforge.recipes.rounds.per_look); where the profile looks twice, the plan's extra rounds
+  (``extra_rounds``) of the start and every recipe without a claim, then the second look, the first look's
+  claims kept; then the best of the recipes judged better measured again in k new starts a side against k new
+  starts of the start, at the whole rate, and ``cannot tell`` unless better again (confirm_best). Without a true
+  gain the rate is counted per tournament: a claim for either recipe is a false one (keep=best would move the
+  rig); with one, per recipe (the chance a better one is found).
 - ``driver update``: k starts before against k starts after, one comparison.
 
 Example::
@@ -23,21 +28,29 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rigforge.bench.config import COMPLETIONS
 from rigforge.profile import Profile
+from rigforge.recipes.rounds import extra_rounds, looks
 from rigforge.updates.comparison import METRICS, RegressionPolicy
-from rigforge.updates.verdict import BETTER, SAME, WORSE, Question, judge, overall
+from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE, Question, judge, overall
 
 LEVEL = 100.0
 TOURNAMENT, DRIVER_UPDATE = "tournament", "driver update"
 #: Identical recipes a synthetic A/A tournament holds beside its start.
 TOURNAMENT_RECIPES = 2
+#: The bench of measurements/recipes_aa.py --one-cell: C=1 only, 3 s windows, 2 repeats a start (the starts decide).
+ONE_CELL = {"concurrency": [1], "cell_seconds": 3, "repeats": 2}
+
+
+def one_cell(profile: Profile) -> Profile:
+    """The profile with the one-cell bench of the sandbox A/A runs (its plan's extra rounds follow from it)."""
+    return profile.model_copy(update={"bench": profile.bench.model_copy(update=ONE_CELL)})
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,50 @@ def _verdict(grid: list[Judged], before: list[tuple[float, ...]], after: list[tu
     return overall(judge(asked, rate), primary)[0]
 
 
+Draw = Callable[[int, float], list[tuple[float, ...]]]
+
+
+def _more(side_values: list[tuple[float, ...]], more: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
+    """A side with more starts: per judged (cell, metric), its earlier start values and the new ones."""
+    return [old + new for old, new in zip(side_values, more, strict=True)]
+
+
+def _primary_level(grid: list[Judged], side_values: list[tuple[float, ...]]) -> float:
+    """The side's primary, the geometric mean of its start values (the report's best picks the highest)."""
+    values = next((values for item, values in zip(grid, side_values, strict=True) if item.primary), side_values[0])
+    return math.exp(sum(math.log(value) for value in values) / len(values))
+
+
+def tournament_verdicts(profile: Profile, grid: list[Judged], draw: Draw, starts: int, shift: float,
+                        rate: float) -> list[str]:
+    """Each identical (or shifted) recipe's verdict as roles/recipes_decide.py reaches it: first look, the plan's
+    extra rounds and the second look where the profile looks twice (claims of the first look kept), then the
+    best of those judged better confirmed in new starts.
+
+    + draw: (starts, shift) -> one side of that many starts
+    + starts: k, the starts a side of the rounds and of the confirmation
+    + rate: the profile's false-claim rate (each look judges at its share)
+    """
+    each = rate / looks(profile)
+    before, sides = draw(starts, 0.0), [draw(starts, shift) for _ in range(TOURNAMENT_RECIPES)]
+    verdicts = [_verdict(grid, before, after, each) for after in sides]
+    if looks(profile) > 1:
+        unclaimed = [index for index, verdict in enumerate(verdicts) if verdict in (SAME, CANNOT_TELL)]
+        rounds = extra_rounds(profile, 1 + len(unclaimed)) if unclaimed else 0
+        if rounds:
+            before = _more(before, draw(rounds, 0.0))
+            for index in unclaimed:
+                sides[index] = _more(sides[index], draw(rounds, shift))
+        verdicts = [_verdict(grid, before, sides[index], each) if index in unclaimed else verdict
+                    for index, verdict in enumerate(verdicts)]
+    better = [index for index, verdict in enumerate(verdicts) if verdict == BETTER]
+    if better:
+        best = max(better, key=lambda index: _primary_level(grid, sides[index]))
+        if _verdict(grid, draw(starts, 0.0), draw(starts, shift), rate) != BETTER:
+            verdicts[best] = CANNOT_TELL
+    return verdicts
+
+
 def claim_rates(profile: Profile, noise: float, offset: float, shift: float, draws: int, seed: int, starts: int,
                 design: str = DRIVER_UPDATE) -> Rates:
     """How often a comparison of the profile's grid says better / worse.
@@ -125,12 +182,15 @@ def claim_rates(profile: Profile, noise: float, offset: float, shift: float, dra
     """
     rng, grid = random.Random(seed), judged_grid(profile)
     rate = RegressionPolicy.from_profile(profile).false_claim_rate
-    draw = functools.partial(side, rng, grid, starts, profile.bench.repeats, noise, offset)
+    def draw(count: int, change: float) -> list[tuple[float, ...]]:
+        return side(rng, grid, count, profile.bench.repeats, noise, offset, change)
+
     better = worse = same = 0.0
     for _ in range(draws):
-        before = draw(0.0)
-        sides = [draw(shift) for _ in range(TOURNAMENT_RECIPES if design == TOURNAMENT else 1)]
-        verdicts = [_verdict(grid, before, after, rate) for after in sides]
+        if design == TOURNAMENT:
+            verdicts = tournament_verdicts(profile, grid, draw, starts, shift, rate)
+        else:
+            verdicts = [_verdict(grid, draw(starts, 0.0), draw(starts, shift), rate)]
         same += verdicts.count(SAME) / len(verdicts)
         if shift > 0:  # a real gain: each recipe's own finding counts (the chance a better recipe is found)
             better += verdicts.count(BETTER) / len(verdicts)

@@ -11,10 +11,10 @@ import pytest
 from rigforge.bench_runs.starts import bench_seconds, cost_words, minutes, start_seconds, update_plan_line
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
-from rigforge.recipes.report import CANNOT_TELL, SAME, RecipeVerdict, Report, Trial, build_report
-from rigforge.recipes.rounds import plan_line, round_orders
+from rigforge.recipes.report import BETTER, CANNOT_TELL, SAME, WORSE, RecipeVerdict, Report, Trial, build_report
+from rigforge.recipes.rounds import extra_rounds, looks, per_look, plan_line, round_orders
 from roles import recipes_decide
-from roles.recipes_decide import Tournament, add_start, confirm_best, decide_more
+from roles.recipes_decide import Tournament, add_start, confirm_best, decide_more, judge_in_looks, keep_first_claims
 from tests.unit.test_promises_recipe_report import POLICY, measured
 
 NAMES = ["default", "one-slot", "rope-broken", "one-thread"]  # the sandbox profile's recipes
@@ -72,9 +72,9 @@ def test_the_plan_says_starts_cells_and_minutes_from_the_profile() -> None:
     assert bench_seconds(sandbox) == 3 * 2 * 5 * 1.5 and start_seconds(sandbox) == 5 + 45
     assert plan_line(sandbox, NAMES) == (
         "plan: 4 recipes x 3 starts = 12 engine starts of 3 cells x 2 repeats; about 10 min (a start: 5 s to "
-        "healthy, bench.verdicts.engine_start_s, + 45 s of bench), in 3 interleaved rounds; at most 2 min more "
-        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell; 6 more starts to confirm a "
-        "recipe judged better")
+        "healthy, bench.verdicts.engine_start_s, + 45 s of bench), in 3 interleaved rounds; at most 3 min more "
+        "(bench.verdicts.decide_budget_s) for extra starts where a verdict cannot tell (two looks, each at half the "
+        "false-claim rate: 0.025); 6 more starts to confirm a recipe judged better")
     assert update_plan_line(load_profile("2x-pix")).startswith(
         "plan: 3 starts before and 3 after = 6 engine starts of 12 cells x 3 repeats; about ")
     assert cost_words(profile(budget=0), 1).startswith("1 engine start of 3 cells")
@@ -127,16 +127,37 @@ def report(*undecided: tuple[str, int | None]) -> Report:
     return Report((), "default", tuple(verdicts), None)
 
 
-def test_cannot_tell_buys_more_rounds_of_the_start_and_the_undecided_within_the_budget(logged: Logged) -> None:
+def test_the_budget_fixes_the_extra_rounds_and_the_looks_before_anything_is_measured() -> None:
+    sandbox = load_profile("sandbox")  # a start estimated at 50 s, 180 s of budget
+    assert [extra_rounds(sandbox, names) for names in (1, 2, 3, 4)] == [3, 1, 1, 0]
+    assert looks(sandbox) == 2 and per_look(POLICY, sandbox).false_claim_rate == POLICY.false_claim_rate / 2
+    assert looks(profile(budget=99)) == 1  # not even a round of the start and one recipe (2 x 50 s)
+    assert looks(profile(budget=100)) == 2
+    assert looks(profile(budget=0)) == 1 and per_look(POLICY, profile(budget=0)) == POLICY
+    for gpu in ("2x-pix", "4x-threadripper", "8x-turin"):  # a start costs more than the budget: one look
+        assert looks(load_profile(gpu)) == 1
+
+
+def test_every_recipe_without_a_claim_gets_the_budgets_rounds_of_more_starts(logged: Logged) -> None:
     tournament = Tournament(profile(budget=1000), fake_start(), lambda name: False, lambda name: None)
     tournament.run(NAMES, "seed")
-    tournament.seconds = [10.0] * 12  # a start took 10 s on this run: a round of 2 starts costs 20 s
+    tournament.seconds = [10.0] * 12  # a start took 10 s on this run: a round of 3 starts costs 30 s
     lines = decide_more(report(("one-slot", 5)), tournament, "seed")
-    assert [sorted(order) for order in tournament.rounds[3:]] == [["default", "one-slot"]] * 2
-    assert len(tournament.trials["one-slot"].starts) == 5 and len(tournament.trials["rope-broken"].starts) == 3
-    assert lines[0].startswith("one-slot: about 5 starts a side would decide; a round of 2 starts costs about 20 s "
-                               "here: measured 2 more rounds (4 starts), ")
-    assert lines[0].endswith(" of the 1000 s budget (bench.verdicts.decide_budget_s)")
+    # The plan's count caps the rounds (1000 s // (3 x 50 s) = 6), though the measured 30 s would afford 33.
+    assert [sorted(order) for order in tournament.rounds[3:]] == [["default", "one-slot", "rope-broken"]] * 6
+    assert len(tournament.trials["one-slot"].starts) == 9 and len(tournament.trials["one-thread"].starts) == 3
+    assert lines[0].startswith("one-slot, rope-broken: no claim after 3 starts a side (about 5 would decide); a "
+                               "round of 3 starts costs about 30 s here: measured 6 more rounds (18 starts), ")
+    assert lines[0].endswith(" of the 1000 s budget (bench.verdicts.decide_budget_s); judged again at half the "
+                             "false-claim rate")
+
+
+def test_the_measured_cost_of_a_start_can_only_lower_the_count(logged: Logged) -> None:
+    tournament = Tournament(profile(budget=1000), fake_start(), lambda name: False, lambda name: None)
+    tournament.run(NAMES, "seed")
+    tournament.seconds = [200.0] * 12  # slower than the plan's 50 s: 1000 s // 600 s = 1 round
+    decide_more(report(("one-slot", None), ("one-thread", None)), tournament, "seed")
+    assert len(tournament.rounds) == 4
 
 
 def test_a_budget_too_small_for_a_round_says_so_and_measures_nothing(logged: Logged) -> None:
@@ -144,12 +165,41 @@ def test_a_budget_too_small_for_a_round_says_so_and_measures_nothing(logged: Log
     tournament.run(NAMES, "seed")
     tournament.seconds = [10.0] * 12
     assert decide_more(report(("one-slot", 9), ("one-thread", 4)), tournament, "seed") == [
-        "one-slot, one-thread: about 9 starts a side would decide; a round of 3 starts costs about 30 s here, more "
-        "than the 15 s budget (bench.verdicts.decide_budget_s)"]
+        "one-slot, one-thread, rope-broken: no claim after 3 starts a side (about 9 would decide); a round of 4 "
+        "starts costs about 40 s here, more than the 15 s budget (bench.verdicts.decide_budget_s) affords"]
     assert len(tournament.rounds) == 3
-    assert decide_more(report(("one-slot", None)), tournament, "seed") == []  # nothing sized: nothing to buy
+    claims_only = Report((), "default", (RecipeVerdict("default", "start", ""), RecipeVerdict("x", WORSE, "")), None)
+    assert decide_more(claims_only, tournament, "seed") == []  # every recipe claimed: nothing to buy
     assert decide_more(report(("one-slot", 9)), Tournament(profile(budget=0), fake_start(), lambda name: False,
                                                       lambda name: None), "seed") == []
+
+
+def test_a_first_look_claim_stays_and_is_not_tested_again(logged: Logged) -> None:
+    claim = RecipeVerdict("fast", BETTER, "first", primary=9.0)
+    first = Report((), "default", (RecipeVerdict("default", "start", ""), claim,
+                                   RecipeVerdict("aa1", SAME, "first")), "fast")
+    final = Report((), "default", (RecipeVerdict("default", "start", ""), RecipeVerdict("fast", CANNOT_TELL, "again"),
+                                   RecipeVerdict("aa1", CANNOT_TELL, "final")), None)
+    kept = keep_first_claims(first, final, POLICY)
+    assert [verdict.detail for verdict in kept.verdicts] == ["", "first", "final"] and kept.best == "fast"
+    # aa1's first-look same is not final: the second look's verdict stands (one equivalence test a recipe).
+    assert keep_first_claims(final, first, POLICY).verdicts[2].verdict == SAME
+
+
+def test_two_looks_measure_more_starts_of_the_unclaimed_only(logged: Logged) -> None:
+    speeds = {"default": [1.0] * 9, "one-slot": [1.0] * 9, "one-thread": [0.5] * 9}
+    tournament = Tournament(profile(budget=150), scripted_starts(speeds), lambda name: False, lambda name: None)
+    tournament.run(list(speeds), "seed")
+    tournament.seconds = [10.0] * 9
+    final = judge_in_looks(tournament, "default", POLICY, "seed")
+    verdicts = {verdict.recipe: verdict.verdict for verdict in final.verdicts}
+    assert verdicts["one-thread"] == WORSE and len(tournament.trials["one-thread"].starts) == 3  # claimed at look 1
+    assert len(tournament.trials["one-slot"].starts) == 4 and len(tournament.trials["default"].starts) == 4
+    assert verdicts["one-slot"] == SAME and final.spent and final.best is None
+    # One look where the budget affords no round: nothing more measured.
+    tournament = Tournament(profile(budget=0), scripted_starts(speeds), lambda name: False, lambda name: None)
+    tournament.run(list(speeds), "seed")
+    assert judge_in_looks(tournament, "default", POLICY, "seed").spent == () and len(tournament.rounds) == 3
 
 
 def scripted_starts(speeds: dict[str, list[float]]):  # noqa: ANN201 - a TryRecipe
