@@ -24,6 +24,7 @@ from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
+from rigforge.quality.over_starts import judge_over_starts
 from rigforge.quality.reference import against_block, load_reference, model_key, quality_config, save_reference
 from rigforge.quality.tasks import compare_scores, grade_answered
 from rigforge.serving.engines import UNIT_NAME
@@ -139,14 +140,15 @@ def restart_engine(host: Host, profile: Profile, connector: dict[str, Any]) -> b
 
 
 def quality_regression(root: Path, record: UpdateRecord) -> UpdateRecord:
-    """A driver update's record made a regression when its after-bench's answers differ from the model's
-    reference and its baseline's did not (rigforge/quality/judge.py); written again when it changes.
+    """A measured change's record (driver update, engine build) made a regression when its answers after the
+    change differ from the model's reference over every after-start and the baseline's did not
+    (rigforge/quality/over_starts.py, the tournaments' rule); written again when it changes.
 
     + root: the controller's results folder
     + record: the update's record as its speed comparison wrote it
     """
-    after = judge_quality(load_result(Path(record.after)).get("quality"))
-    before = judge_quality(load_result(Path(record.baseline)).get("quality"))
+    after = judge_over_starts([load_result(Path(run)) for run in record.afters or [record.after]])
+    before = judge_over_starts([load_result(Path(run)) for run in record.baselines or [record.baseline]])
     if after.state != DIFFER or before.state == DIFFER:
         return record
     changed = replace(record, verdict=WORSE, summary=f"{after.line}; speed: {record.summary}")

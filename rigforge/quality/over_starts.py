@@ -152,7 +152,10 @@ def judge_over_starts(starts: Sequence[Mapping[str, Any] | None],
     if states == {DIFFER}:
         first = next((against_of(result).get("first_divergence") for result in starts
                       if against_of(result).get("first_divergence")), None)
-        line = f"answers differ in {every} (mean KLD {means}; each past {within} and {noise}{left_out})"
+        if any(why.startswith("answers differ (task score") for _, _, _, why in counted):  # not the KLD: say why
+            line = f"answers differ in {every} ({'; '.join(f'start {n}: {why}' for n, _, _, why in counted)}{left_out})"
+        else:
+            line = f"answers differ in {every} (mean KLD {means}; each past {within} and {noise}{left_out})"
         return StartsJudgement(DIFFER, line + (f"; first: {first}" if first else ""), **common)
     if states == {SAME_ANSWERS}:
         return StartsJudgement(SAME_ANSWERS, f"answers same in {every} (mean KLD {means}; each within {within}; "

@@ -203,9 +203,14 @@ def test_a_driver_update_whose_answers_moved_is_a_regression(tmp_path: Path) -> 
     record = UpdateRecord("rig", "20261127T0500Z", False, "595.1", "595.2", runs["before"], runs["after"], 30.0, 31.0,
                           SAME, "same: decode C=1 in=128 …")
     judged = quality_regression(tmp_path, record)
-    assert judged.regressed and judged.summary.startswith("answers differ (mean KLD 0.0430")
+    assert judged.regressed and judged.summary.startswith("answers differ in its one start (mean KLD 0.0430")
     assert json.loads((tmp_path / "rig" / "updates" / "20261127T0500Z.json").read_text())["verdict"] == judged.verdict
     assert quality_regression(tmp_path, replace(record, after=runs["steady"])).verdict == SAME
+    # k starts a side: one after-start of three past the tolerance is not a regression, all three are
+    starts = replace(record, baselines=[runs["before"]] * 3, afters=[runs["after"], runs["steady"], runs["steady"]])
+    assert quality_regression(tmp_path, starts).verdict == SAME
+    moved = quality_regression(tmp_path, replace(starts, afters=[runs["after"]] * 3))
+    assert moved.regressed and moved.summary.startswith("answers differ in all 3 starts")
 
 
 def test_the_trade_off_chart_plots_speed_against_kld_for_each_measured_recipe(tmp_path: Path) -> None:

@@ -185,7 +185,8 @@ def test_a_driver_update_whose_score_dropped_is_a_regression(tmp_path: Path) -> 
     record = UpdateRecord("rig", "20261127T0900Z", False, "595.1", "595.2", runs["before"], runs["after"], 30.0,
                           30.2, SPEED_SAME, "same: decode C=1 in=128 …")
     judged = quality_regression(tmp_path, record)
-    assert judged.regressed and judged.summary.startswith("answers differ (task score dropped (73.3 %")
+    assert judged.regressed and judged.summary.startswith(
+        "answers differ in its one start (start 1: answers differ (task score dropped (73.3 %")
 
 
 def test_the_run_log_says_the_score_with_its_interval_and_cost() -> None:
