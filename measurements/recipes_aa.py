@@ -10,7 +10,7 @@ rounds of every recipe without a claim and a second look, each look at half the 
 rigforge/recipes/rounds.py). ``--one-cell`` benches C=1 only (3 s windows, 2 repeats a start: the starts decide).
 ``--starts`` and ``--budget`` override k and the budget (``--starts 8 --budget 0``: one look at 8 starts a side,
 which measures the start-to-start spread). Each tournament's line says the load average (1 min) before and after
-it and the 5 min one after it: run it with ``flock -x /tmp/rigforge-quiet.lock`` for a quiet machine. No
+it and the 5 min one after it: run it where no other heavy job runs for a quiet machine. No
 variance is injected: the machine's own load (other work on its 2 cores) is the drift a verdict
 must survive. Each tournament holds the shared e2e lock (``--lock``) while it runs and lets it go between
 tournaments, so other sandbox runs are not held for the whole series.
