@@ -52,14 +52,16 @@ MONITORING = {"interval_s": INTERVAL_S,
               "alerts": {"known_failure_window_s": WINDOW_S, "engine_down_for_s": 0}}
 PLANTED = "disk-full"
 #: Move this shell into the engine unit's cgroup (the systemd hierarchies of a hybrid or unified host: journald
-#: names a line's unit from them) and log "$1" from there.
+#: names a line's unit from them) and log "$1" from there. Through systemd-cat's stream, held open 30 s: journald
+#: reads the sender's unit from /proc/PID when it handles the message, and a datagram from ``logger``, gone by then
+#: on a loaded machine, was filed under no unit (never seen by ``journalctl -u``); a stream's sender stays alive.
 PLANT = f"""p=$(systemctl show -p MainPID --value {UNIT_NAME})
 for line in $(grep -E '^(0:|[0-9]+:name=systemd:)' /proc/$p/cgroup); do
   case "$line" in 0::*) dir=/sys/fs/cgroup/unified;; *) dir=/sys/fs/cgroup/systemd;; esac
   [ -d "$dir" ] || dir=/sys/fs/cgroup
   echo $$ > "$dir${{line##*:}}/cgroup.procs" || exit 1
 done
-exec logger -t llama-server "$1"
+exec systemd-cat -t llama-server sh -c 'printf "%s\\n" "$1"; sleep 30' plant "$1"
 """
 
 
@@ -138,7 +140,7 @@ def test_a_known_failure_line_fires_its_alert_and_clears_after_the_window(rig: R
     line = next(s for s in known_signatures() if s.id == PLANTED).examples[0]
     assert not rig.firing("RigforgeKnownFailure", id=PLANTED)
     # The stand-in (module docstring): a process in the engine's cgroup writes the line to the journal.
-    rig.sh(["sh", "-c", PLANT, "plant", line])
+    rig.sh(["sh", "-c", 'sh -c "$0" plant "$1" </dev/null >/dev/null 2>&1 &', PLANT, line])  # its stream in the back
     # journald files a datagram on its own time: wait until the engine's journal shows it.
     wait_for(lambda: line in rig.sh(f"journalctl -u {UNIT_NAME} -q -o cat --since -5min"), LOADED_S,
              "the line filed")
