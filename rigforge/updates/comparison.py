@@ -43,6 +43,7 @@ from typing import Any
 from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.updates.history import find_results, last_before, last_before_driver_change, load_result
 from rigforge.updates.policy import Primary, RegressionPolicy, Tolerance
+from rigforge.updates.resolution import Resolution
 from rigforge.updates.starts import (
     METRICS,
     Metric,
@@ -96,12 +97,15 @@ class Cell:
     after_repeats: tuple[float, ...] = ()
     p_value: float | None = None  # of "the change lies within the tolerance"
     drift_percent: float | None = None  # the largest move of a later before-start from the first (shown only)
-    starts_to_decide: int | None = None  # cannot tell: engine starts a side that would decide, 80 % power
+    starts_to_decide: int | None = None  # cannot tell: starts a side that resolve the tolerance at this spread
     primary: bool = False
     before_starts: tuple[float, ...] = ()  # one value per engine start: what the verdict compares
     after_starts: tuple[float, ...] = ()
     interval_percent: tuple[float, float] | None = None  # the change's interval at interval_level
     interval_level: float | None = None
+    spread: float | None = None  # start-to-start sd of log start values (Welch.sd); None: not tested
+    resolution: Resolution | None = None  # what these starts resolve at that spread (None: not tested)
+    set_aside: str = ""  # the one-bad-start rule's words when it set a start aside
 
     @property
     def repeats_to_decide(self) -> int | None:
@@ -153,9 +157,18 @@ class Comparison:
         return next((cell for cell in self.cells if cell.metric.name == "decode_tps_per_user"), None)
 
     def summary(self) -> str:
-        """One line for logs and fleet tables."""
+        """One line for logs and fleet tables; a ``cannot tell`` says what the starts resolve."""
         cell = self.deciding_cell()
-        return f"{self.verdict}: " + (cell.describe() if cell else "no cells to compare")
+        line = f"{self.verdict}: " + (cell.describe() if cell else "no cells to compare")
+        seen = self.resolution()
+        if self.verdict == CANNOT_TELL and seen is not None and seen.describe() not in line:
+            line += f"; primary's resolution: {seen.describe()}"
+        return line
+
+    def resolution(self) -> Resolution | None:
+        """What the primary row's starts resolve at its measured spread (the deciding row's without a primary)."""
+        row = next((cell for cell in self.cells if cell.primary), None) or self.deciding_cell()
+        return row.resolution if row is not None else None
 
 
 def _num(value: float | None) -> str:
@@ -240,7 +253,8 @@ def compare_cell(key: tuple[CellKind, int, int], before: Sequence[Mapping[str, A
 def _judged(row: Cell, answer: Answer) -> Cell:
     return replace(row, verdict=answer.verdict, note=answer.why, noise_percent=answer.noise_percent,
                    p_value=answer.p_value, starts_to_decide=answer.starts_to_decide,
-                   interval_percent=answer.interval_percent, interval_level=answer.interval_level)
+                   interval_percent=answer.interval_percent, interval_level=answer.interval_level,
+                   spread=answer.spread, resolution=answer.resolution, set_aside=answer.set_aside)
 
 
 def compare(before: Side, after: Side, policy: RegressionPolicy,
@@ -267,7 +281,9 @@ def compare(before: Side, after: Side, policy: RegressionPolicy,
               and row.before_starts and row.after_starts]
     questions = [Question(rows[index].before_starts, rows[index].after_starts, rows[index].metric.higher_is_better,
                           rows[index].tolerance_percent or 0.0, rows[index].primary) for index in judged]
-    answers = judge(questions, policy.false_claim_rate)
+    aligned = all(len(rows[index].before_starts) == len(starts_before)
+                  and len(rows[index].after_starts) == len(starts_after) for index in judged)
+    answers = judge(questions, policy.false_claim_rate, aligned)
     for index, answer in zip(judged, answers, strict=True):
         rows[index] = _judged(rows[index], answer)
     metadata = [(side[0].get("metadata") or {}) if side else {} for side in (starts_before, starts_after)]

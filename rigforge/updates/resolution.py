@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from rigforge.updates.significance import t_quantile
 
-__all__ = ["EQUIVALENCE_LEVEL", "MOST_STARTS", "Resolution", "resolution", "starts_to_resolve"]
+__all__ = ["EQUIVALENCE_LEVEL", "MOST_STARTS", "Resolution", "resolution", "starts_to_decide", "starts_to_resolve"]
 
 #: Two-sided level of TOST's interval: the 90 % interval (rigforge.updates.verdict.EQUIVALENCE_INTERVAL).
 EQUIVALENCE_LEVEL = 0.10
@@ -207,5 +207,44 @@ def starts_to_resolve(spread: float, tolerance: float, alpha: float, power: floa
             return starts
         if _worse_room(starts, starts, alpha, power) * spread <= room and (
                 not same or math.tanh(_same_room(starts, starts, power) * spread) <= tolerance):
+            return starts
+    return None
+
+
+def starts_to_decide(change_percent: float, start_spread_percent: float, tolerance_percent: float,
+                     claim_rate: float, power: float = 0.8) -> int | None:
+    """Engine starts a side that give a verdict with chance ``power`` if the true change and the start-to-start
+    spread are the ones given; None when no count up to MOST_STARTS would. Sized at a given change (the older
+    post-hoc use: at the change measured); the verdicts now size at the tolerance (``starts_to_resolve``).
+
+    Past the tolerance the goal is a claim: the ``1 - claim_rate`` interval past the tolerance; inside it, ``same``:
+    the 90 % interval inside ± the tolerance. The normal-theory sample size with t quantiles at 2n - 2 degrees of
+    freedom (at a change of exactly zero, ``same`` needs both one-sided tests to pass: the power's quantile is
+    taken at half its miss rate; S.-C. Chow, J. Shao, H. Wang, Sample Size Calculations in Clinical Research, 3.2).
+
+    + change_percent: the change to size for (e.g. the one measured), signed
+    + start_spread_percent: standard deviation of one start's value, in % (e.g. 2.3)
+    + tolerance_percent: the profile's tolerance for the metric
+    + claim_rate: the false-claim rate the claim is tested at (the primary's share: 0.025 by default)
+    + power: the chance of a verdict the count is sized for
+
+    >>> starts_to_decide(20.0, 2.3, 5.0, 0.025), starts_to_decide(0.0, 2.0, 5.0, 0.025)
+    (3, 4)
+    >>> starts_to_decide(6.0, 4.0, 5.0, 0.025) is None      # 1 % past the tolerance at 4 % spread: > 30 starts
+    True
+    """
+    change, sd = math.log1p(change_percent / 100.0), math.log1p(start_spread_percent / 100.0)
+    up, down = math.log1p(tolerance_percent / 100.0), _down_margin(tolerance_percent / 100.0)
+    margin = up if change >= 0 else down
+    if abs(change) > margin:
+        room, level, miss = abs(change) - margin, claim_rate, 1.0 - power
+    else:
+        room, level = min(up - change, down + change), EQUIVALENCE_LEVEL
+        miss = (1.0 - power) / 2.0 if change == 0.0 else 1.0 - power
+    if sd == 0.0:
+        return 2
+    for starts in range(2, MOST_STARTS + 1):
+        df = 2 * starts - 2
+        if (t_quantile(level, df) + t_quantile(2.0 * miss, df)) * sd * math.sqrt(2.0 / starts) <= room:
             return starts
     return None

@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from rigforge.updates.significance import Welch, holm, t_quantile, welch_log
+from rigforge.updates.resolution import Resolution, resolution, starts_to_decide, starts_to_resolve
+from rigforge.updates.robust import set_aside, shifts
+from rigforge.updates.significance import Welch, holm, welch_log
 
 __all__ = ["BETTER", "CANNOT_TELL", "EQUIVALENCE_INTERVAL", "POWER", "SAME", "VERDICTS", "WORSE", "Answer",
            "Question", "judge", "overall", "starts_to_decide"]
@@ -86,49 +88,15 @@ class Answer:
     starts_to_decide: int | None  # engine starts a side that would likely decide a "cannot tell"; None: none would
     why: str
     interval_level: float | None = None  # 0.975: the two-sided 97.5 % interval
+    spread: float | None = None  # the start-to-start sd of one start's log value (Welch.sd); None: unmeasured
+    refused: bool = False  # not testable at all (a NaN, a value <= 0, one start a side): the comparison cannot tell
+    resolution: Resolution | None = None  # what these starts resolve at the spread measured (None: untested)
+    set_aside: str = ""  # the start the one-bad-start rule set aside (rigforge.updates.robust), said
 
     @property
     def repeats_to_decide(self) -> int | None:
         """The older name of ``starts_to_decide``."""
         return self.starts_to_decide
-
-
-def starts_to_decide(change_percent: float, start_spread_percent: float, tolerance_percent: float,
-                     claim_rate: float, power: float = POWER) -> int | None:
-    """Engine starts a side that give a verdict with chance ``power`` if the true change and the start-to-start
-    spread are the ones given; None when no count up to MOST_STARTS would.
-
-    Past the tolerance the goal is a claim: the ``1 - claim_rate`` interval past the tolerance; inside it, ``same``:
-    the 90 % interval inside ± the tolerance. The normal-theory sample size with t quantiles at 2n - 2 degrees of
-    freedom (at a change of exactly zero, ``same`` needs both one-sided tests to pass: the power's quantile is
-    taken at half its miss rate; S.-C. Chow, J. Shao, H. Wang, Sample Size Calculations in Clinical Research, 3.2).
-
-    + change_percent: the change to size for (e.g. the one measured), signed
-    + start_spread_percent: standard deviation of one start's value, in % (e.g. 2.3)
-    + tolerance_percent: the profile's tolerance for the metric
-    + claim_rate: the false-claim rate the claim is tested at (the primary's share: 0.025 by default)
-    + power: the chance of a verdict the count is sized for
-
-    >>> starts_to_decide(20.0, 2.3, 5.0, 0.025), starts_to_decide(0.0, 2.0, 5.0, 0.025)
-    (3, 4)
-    >>> starts_to_decide(6.0, 4.0, 5.0, 0.025) is None      # 1 % past the tolerance at 4 % spread: > 30 starts
-    True
-    """
-    change, sd = math.log1p(change_percent / 100.0), math.log1p(start_spread_percent / 100.0)
-    up, down = math.log1p(tolerance_percent / 100.0), _down_margin(tolerance_percent)
-    margin = up if change >= 0 else down
-    if abs(change) > margin:
-        room, level, miss = abs(change) - margin, claim_rate, 1.0 - power
-    else:
-        room, level = min(up - change, down + change), 1.0 - EQUIVALENCE_INTERVAL
-        miss = (1.0 - power) / 2.0 if change == 0.0 else 1.0 - power
-    if sd == 0.0:
-        return 2
-    for starts in range(2, MOST_STARTS + 1):
-        df = 2 * starts - 2
-        if (t_quantile(level, df) + t_quantile(2.0 * miss, df)) * sd * math.sqrt(2.0 / starts) <= room:
-            return starts
-    return None
 
 
 def _down_margin(tolerance_percent: float) -> float:
@@ -167,25 +135,26 @@ def _answer(question: Question, test: Welch | None, p_beyond: float | None, sign
     refused = refusal(question)
     if test is None or p_beyond is None or refused:
         return Answer(CANNOT_TELL, None if test is None else test.change_percent, None, None, None, None,
-                      refused or "no test")
+                      refused or "no test", refused=True)
     sign = -1.0 if question.higher_is_better else 1.0
     worse, tolerance = sign * test.change_percent, question.tolerance_percent
     noise = math.expm1(NOISE_SPREADS * test.sd) * 100.0
     claimed = test.interval_percent(share)
     low, high = sorted(sign * bound for bound in claimed)
     starts = f"{test.repeats[0]} vs {test.repeats[1]} starts"
+    seen = resolution(*test.repeats, test.sd, tolerance / 100.0, share, POWER)
     if significant and (low > tolerance or high < -tolerance):
         why = f"{_interval(claimed, 1 - share)} past tolerance {tolerance:g} % (p = {p_beyond:.2g}, {starts})"
         return Answer(WORSE if worse > 0 else BETTER, test.change_percent, p_beyond, noise, claimed, None, why,
-                      1 - share)
+                      1 - share, test.sd, resolution=seen)
     equivalence = test.interval_percent(1.0 - EQUIVALENCE_INTERVAL)
     if -tolerance < equivalence[0] and equivalence[1] < tolerance:
         return Answer(SAME, test.change_percent, p_beyond, noise, equivalence, None,
                       f"within ±{tolerance:g} % ({_interval(equivalence, EQUIVALENCE_INTERVAL)}, {starts})",
-                      EQUIVALENCE_INTERVAL)
+                      EQUIVALENCE_INTERVAL, test.sd, resolution=seen)
     past = abs(worse) > tolerance
     shown, level = (claimed, 1 - share) if past else (equivalence, EQUIVALENCE_INTERVAL)
-    needed = starts_to_decide(test.change_percent, math.expm1(test.sd) * 100.0, tolerance, share)
+    needed = starts_to_resolve(test.sd, tolerance / 100.0, share, POWER, MOST_STARTS, same=True)
     if needed is not None:
         needed = max(needed, max(test.repeats) + 1)
     if past and (low > tolerance or high < -tolerance):
@@ -195,18 +164,17 @@ def _answer(question: Question, test: Welch | None, p_beyond: float | None, sign
     else:
         why = f"{_interval(equivalence, level)} reaches past ±{tolerance:g} %"
     if needed:
-        more = f"; about {needed} engine starts a side would decide ({POWER * 100:g} % power, noise ±{noise:.1f} %)"
+        more = (f"; about {needed} engine starts a side would resolve ±{tolerance:g} % at this spread (a loss of "
+                f"{2 * tolerance:g} % called worse, no change same; {POWER * 100:g} % power, noise ±{noise:.1f} %)")
     else:
-        more = f"; more than {MOST_STARTS} engine starts a side would be needed at noise ±{noise:.1f} %"
-    return Answer(CANNOT_TELL, test.change_percent, p_beyond, noise, shown, needed, f"{why} ({starts}){more}", level)
+        more = (f"; more than {MOST_STARTS} engine starts a side would be needed to resolve ±{tolerance:g} % at "
+                f"noise ±{noise:.1f} %")
+    return Answer(CANNOT_TELL, test.change_percent, p_beyond, noise, shown, needed,
+                  f"{why} ({starts}); resolution: {seen.describe()}{more}", level, test.sd, resolution=seen)
 
 
-def judge(questions: Sequence[Question], false_claim_rate: float) -> list[Answer]:
-    """Answer every question of one comparison.
-
-    + questions: every judged (cell, metric), at most one of them primary
-    + false_claim_rate: the chance of any false better/worse claim in this comparison (bench.verdicts)
-    """
+def _judge(questions: Sequence[Question], false_claim_rate: float) -> list[Answer]:
+    """Every question answered on all its values: the primary alone at its share, the others by Holm."""
     tests = [None if refusal(question) else welch_log(question.before, question.after) for question in questions]
     p_beyond = [None if test is None else test.p_beyond(_margin(test, question.tolerance_percent))
                 for question, test in zip(questions, tests, strict=True)]
@@ -222,10 +190,63 @@ def judge(questions: Sequence[Question], false_claim_rate: float) -> list[Answer
             for question, test, p, passed in zip(questions, tests, p_beyond, significant, strict=True)]
 
 
+def _without(values: tuple[float, ...], start: int | None) -> tuple[float, ...]:
+    return values if start is None else values[:start] + values[start + 1:]
+
+
+def _set_aside_words(questions: Sequence[Question], before: int | None, after: int | None) -> str:
+    """``after-start 3 set aside (-40.1 % from its side's median start over the judged rows)``."""
+    directions = [question.higher_is_better for question in questions]
+    said = []
+    for name, start, side in (("before", before, [q.before for q in questions]),
+                              ("after", after, [q.after for q in questions])):
+        if start is not None:
+            shift = (shifts(side, directions) or [0.0] * (start + 1))[start]
+            said.append(f"{name}-start {start + 1} of {len(side[0])} set aside ({math.expm1(shift) * 100:+.1f} % "
+                        "from its side's median start over the judged rows: one bad start)")
+    return ", ".join(said)
+
+
+def _robust(full: Answer, kept: Answer, said: str) -> Answer:
+    """The answer without the set-aside start; a claim only when all the starts claim it too."""
+    if kept.verdict in (BETTER, WORSE) and full.verdict != kept.verdict:
+        return replace(kept, verdict=CANNOT_TELL, set_aside=said,
+                       why=f"{kept.why}; {said}, and with it no {kept.verdict} ({full.verdict}): no claim rests on "
+                           "a start set aside")
+    return replace(kept, set_aside=said, why=f"{kept.why}; {said}")
+
+
+def judge(questions: Sequence[Question], false_claim_rate: float, aligned: bool = True) -> list[Answer]:
+    """Answer every question of one comparison, one bad start a side set aside by the declared rule
+    (rigforge.updates.robust): judged without it, a claim standing only when all the starts claim it too.
+
+    + questions: every judged (cell, metric), at most one of them primary
+    + false_claim_rate: the chance of any false better/worse claim in this comparison (bench.verdicts)
+    + aligned: every question's values are the same starts in the same order (the rule needs that)
+    """
+    answers = _judge(questions, false_claim_rate)
+    if not aligned or not questions:
+        return answers
+    before, after = set_aside([q.before for q in questions], [q.after for q in questions],
+                              [q.higher_is_better for q in questions])
+    if before is None and after is None:
+        return answers
+    kept = _judge([replace(q, before=_without(q.before, before), after=_without(q.after, after)) for q in questions],
+                  false_claim_rate)
+    said = _set_aside_words(questions, before, after)
+    return [_robust(full, answer, said) for full, answer in zip(answers, kept, strict=True)]
+
+
 def overall(answers: Sequence[Answer], primary: int | None) -> tuple[str, int | None]:
-    """The comparison's verdict and the index of the answer that decided it: the largest ``worse`` (a veto),
-    else the primary's verdict (only the primary can make ``better``); without a primary, ``same`` when every
-    answer is, else ``cannot tell``.
+    """The comparison's verdict and the index of the answer that decided it:
+
+    - ``worse``: any answer is (the largest change decides: a veto);
+    - ``cannot tell``: any judged answer is unjudgeable (a NaN, a value <= 0, one start: ``refused``), so neither
+      better nor same can hold for it;
+    - ``better``: the primary is (only the primary can make better; another judged metric can only veto);
+    - ``same``: every judged answer is same (TOST inside each one's own tolerance: an intersection-union test, so
+      no correction for their number, D. J. Schuirmann 1987; R. L. Berger, J. C. Hsu, Stat. Sci. 11, 1996);
+    - ``cannot tell`` otherwise: the primary's answer when it is not same, else the first answer that is not.
 
     + answers: judge()'s answers
     + primary: the index of the primary question, None without one
@@ -233,13 +254,18 @@ def overall(answers: Sequence[Answer], primary: int | None) -> tuple[str, int | 
     >>> same = Answer(SAME, 1.0, 0.5, 3.0, (-2.0, 4.0), None, "")
     >>> overall([same, Answer(BETTER, 20.0, 0.001, 3.0, (10.0, 30.0), None, "")], None)
     ('cannot tell', 1)
+    >>> overall([same, Answer(CANNOT_TELL, -15.0, 0.3, 9.0, (-30.0, 1.0), 9, "")], 0)
+    ('cannot tell', 1)
     """
     worse = [index for index, answer in enumerate(answers) if answer.verdict == WORSE]
     if worse:
         return WORSE, max(worse, key=lambda index: abs(answers[index].change_percent or 0.0))
-    if primary is not None:
-        return answers[primary].verdict, primary
+    refused = [index for index, answer in enumerate(answers) if answer.refused]
+    if refused:
+        return CANNOT_TELL, primary if primary in refused else refused[0]
+    if primary is not None and answers[primary].verdict != SAME:
+        return (BETTER if answers[primary].verdict == BETTER else CANNOT_TELL), primary
     undecided = [index for index, answer in enumerate(answers) if answer.verdict != SAME]
     if undecided:
         return CANNOT_TELL, undecided[0]
-    return SAME, (0 if answers else None)
+    return SAME, (primary if primary is not None else 0 if answers else None)

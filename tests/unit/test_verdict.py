@@ -148,7 +148,8 @@ def test_only_the_primary_makes_better_and_any_judged_metric_vetoes() -> None:
     faster = question(STEADY, (40.0, 40.3, 39.8), primary=False)
     steady = question(STEADY, (30.1, 29.9, 30.0))
     answers = judge([steady, faster], 0.05)
-    assert answers[1].verdict == BETTER and overall(answers, 0) == (SAME, 0)
+    # a gain elsewhere is not better, nor same (changed with issue 49: same is same on every judged metric)
+    assert answers[1].verdict == BETTER and overall(answers, 0) == (CANNOT_TELL, 1)
     slower = question(STEADY, (20.0, 20.3, 19.8), primary=False)
     assert overall(judge([steady, slower], 0.05), 0) == (WORSE, 1)
 
