@@ -1,0 +1,205 @@
+"""What a comparison of k engine starts a side can resolve, said before anything is measured and after.
+
+A comparison (rigforge.updates.comparison.compare) calls a speed loss ``worse`` only when the whole interval of
+the change (Welch's t on the logs of the start values, rigforge.updates.significance, at the two-sided level
+``alpha`` the claim is tested at) lies past the tolerance, and says ``same`` only when the change's 90 % interval
+lies inside ± the tolerance (TOST, rigforge.updates.verdict.EQUIVALENCE_INTERVAL). With few starts and a wide
+start-to-start spread neither can happen for a change of the size the owner cares about: the comparison then says
+``cannot tell``, and this module says how far it could see. Power analysis at the tolerance, not at the change
+that was observed (a post-hoc power says nothing the interval did not).
+
+Both numbers are the normal-theory sizes with t quantiles at the Welch-Satterthwaite degrees of freedom of an
+equal spread on both sides (2k - 2 for k starts a side) — the same quantile code and the same interval levels the
+verdict uses, with the spread taken as known (S.-C. Chow, J. Shao, H. Wang, Sample Size Calculations in Clinical
+Research, 3.2). measurements/verdict_calibration.py checks them against the real ``compare`` by simulation.
+
+- ``smallest_worse``: the smallest true loss (a fraction: 0.12 is after = 0.88 x before) called ``worse`` with
+  chance ``power``: the tolerance's log margin plus (t(alpha) + t(2 (1 - power))) standard errors.
+- ``same_margin``: the narrowest ± tolerance (a fraction) inside which TOST says ``same`` with chance ``power``
+  when nothing changed: (t(0.10) + t(1 - power)) standard errors (both one-sided tests must pass, so each may
+  miss half of 1 - power).
+
+Example::
+
+    resolution(3, 3, spread=0.02, tolerance=0.05, alpha=0.025).describe()
+    # '3 vs 3 starts at a start-to-start spread of 2.0 %: a loss of 13.2 % or more is called worse ...'
+    starts_to_resolve(0.02, 0.05, 0.025)          # 5: starts a side for a loss of 2 x 5 % to be called worse
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rigforge.updates.significance import t_quantile
+
+__all__ = ["EQUIVALENCE_LEVEL", "MOST_STARTS", "Resolution", "resolution", "starts_to_resolve"]
+
+#: Two-sided level of TOST's interval: the 90 % interval (rigforge.updates.verdict.EQUIVALENCE_INTERVAL).
+EQUIVALENCE_LEVEL = 0.10
+#: Drawn spreads the chances are averaged over (the chance's own error is then under half a point).
+NODES = 2000
+#: More starts than this a side are not proposed: the spread, not the count, is then what to fix.
+MOST_STARTS = 30
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What k starts a side resolve at a spread; fractions, not percent (``inf``: nothing can be resolved).
+
+    + smallest_worse: the smallest true loss called worse with chance ``power``
+    + same_margin: the narrowest ± margin inside which "same" is said with chance ``power`` at no change
+    """
+
+    k_before: int
+    k_after: int
+    spread: float  # start-to-start standard deviation of log start values
+    tolerance: float
+    alpha: float
+    power: float
+    smallest_worse: float
+    same_margin: float
+
+    @property
+    def resolves(self) -> bool:
+        """Both a loss of twice the tolerance called worse and no change called same, each with ``power``."""
+        return self.smallest_worse <= 2.0 * self.tolerance and self.same_margin <= self.tolerance
+
+    def describe(self) -> str:
+        """One line: ``3 vs 3 starts at a start-to-start spread of 2.0 %: a loss of 13.2 % or more is called
+        worse, "same" needs a tolerance of ±6.4 % or wider (80 % power; tolerance 5 %)``."""
+        where = f"{self.k_before} vs {self.k_after} starts at a start-to-start spread of {_percent(self.spread)}"
+        if not math.isfinite(self.smallest_worse):
+            return f"{where}: the start-to-start spread is unmeasured; at least 2 starts a side measure it"
+        worse = f"a loss of {_percent(self.smallest_worse)} or more is called worse"
+        same = f'"same" needs a tolerance of ±{_percent(self.same_margin)} or wider'
+        return f"{where}: {worse}, {same} ({self.power * 100:g} % power; tolerance {self.tolerance * 100:g} %)"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %" if math.isfinite(fraction) else "unmeasured"
+
+
+def _down_margin(tolerance: float) -> float:
+    """The tolerance of a drop in log units, as rigforge.updates.verdict judges a loss."""
+    return -math.log1p(-tolerance) if tolerance < 1.0 else math.inf
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+@functools.lru_cache(maxsize=256)
+def _spreads(k_before: int, k_after: int) -> tuple[tuple[float, float], ...]:
+    """Drawn sample spreads of the two sides, in units of the true spread: per node the standard error of the
+    change and the Welch-Satterthwaite degrees of freedom the test computes from them (rounded as
+    Welch.interval_percent rounds them). A sample variance of normal log start values is the true variance times
+    chi-square / df; drawn with a fixed seed, so every call sees the same nodes and the numbers repeat."""
+    draw = random.Random(f"resolution {k_before} {k_after}")
+    nodes = []
+    for _ in range(NODES):
+        part_before = draw.gammavariate((k_before - 1) / 2.0, 2.0) / (k_before - 1) / k_before
+        part_after = draw.gammavariate((k_after - 1) / 2.0, 2.0) / (k_after - 1) / k_after
+        squared = part_before + part_after
+        df = squared * squared / (part_before ** 2 / (k_before - 1) + part_after ** 2 / (k_after - 1))
+        nodes.append((math.sqrt(squared), round(df, 2)))
+    return tuple(nodes)
+
+
+def _bisect(chance: Callable[[float], float], power: float, high: float) -> float:
+    """The smallest x in [0, high] with ``chance(x) >= power`` (chance rising in x); inf if even high falls short."""
+    if chance(high) < power:
+        return math.inf
+    low = 0.0
+    for _ in range(30):
+        middle = (low + high) / 2.0
+        low, high = (low, middle) if chance(middle) >= power else (middle, high)
+    return high
+
+
+@functools.lru_cache(maxsize=1024)
+def _worse_room(k_before: int, k_after: int, alpha: float, power: float) -> float:
+    """How far past the tolerance (log units, in true spreads) a loss must lie to be called worse with ``power``:
+    the chance that the interval's near end, change + t(alpha, df) x standard error, clears the margin, averaged
+    over the drawn spreads (given them the change is normal, so that part is exact)."""
+    spread_of_change = math.sqrt(1.0 / k_before + 1.0 / k_after)
+    reach = [t_quantile(alpha, df) * error for error, df in _spreads(k_before, k_after)]
+
+    def chance(room: float) -> float:
+        return math.fsum(_normal_cdf((room - half) / spread_of_change) for half in reach) / len(reach)
+
+    return _bisect(chance, power, 50.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _same_margin(k_before: int, k_after: int, spread: float, power: float) -> float:
+    """The narrowest tolerance (a fraction) inside which the 90 % interval lies with chance ``power`` at no
+    change: both ends inside log1p(-T) … log1p(T), as the verdict checks them."""
+    spread_of_change = spread * math.sqrt(1.0 / k_before + 1.0 / k_after)
+    halves = [t_quantile(EQUIVALENCE_LEVEL, df) * error * spread for error, df in _spreads(k_before, k_after)]
+
+    def chance(tolerance: float) -> float:
+        up, down = math.log1p(tolerance), -math.log1p(-tolerance)
+        inside = (_normal_cdf((up - half) / spread_of_change) - _normal_cdf((half - down) / spread_of_change)
+                  for half in halves)
+        return math.fsum(max(0.0, value) for value in inside) / len(halves)
+
+    return _bisect(chance, power, 0.999)
+
+
+def resolution(k_before: int, k_after: int, spread: float, tolerance: float, alpha: float,
+               power: float = 0.8) -> Resolution:
+    """What a comparison of ``k_before`` against ``k_after`` engine starts can resolve.
+
+    + k_before / k_after: engine starts a side
+    + spread: the start-to-start standard deviation of log start values (e.g. 0.023; Welch.sd of a past run)
+    + tolerance: the judged metric's tolerance as a fraction (0.05 for 5 %)
+    + alpha: the two-sided level the claim is tested at (the primary's share of the false-claim rate at that
+      look: 0.025 for one look at the default 0.05 with other judged metrics)
+    + power: the chance of the verdict the numbers are sized for
+
+    >>> r = resolution(3, 3, 0.02, 0.05, 0.025)
+    >>> round(r.smallest_worse, 3), round(r.same_margin, 3)
+    (0.132, 0.064)
+    >>> resolution(1, 3, 0.02, 0.05, 0.025).smallest_worse
+    inf
+    """
+    if min(k_before, k_after) < 2 or not math.isfinite(spread) or spread < 0.0:
+        return Resolution(k_before, k_after, spread, tolerance, alpha, power, math.inf, math.inf)
+    if spread == 0.0:
+        return Resolution(k_before, k_after, spread, tolerance, alpha, power, tolerance, 0.0)
+    worse = _down_margin(tolerance) + _worse_room(k_before, k_after, alpha, power) * spread
+    same = _same_margin(k_before, k_after, spread, power)
+    return Resolution(k_before, k_after, spread, tolerance, alpha, power, -math.expm1(-worse), same)
+
+
+def starts_to_resolve(spread: float, tolerance: float, alpha: float, power: float = 0.8, most: int = MOST_STARTS,
+                      loss: float | None = None) -> int | None:
+    """Engine starts a side for the comparison to call a loss of ``loss`` (default: twice the tolerance) worse
+    with chance ``power``; None when more than ``most`` would be needed. Sized at the tolerance, never at an
+    observed change. A loss of exactly the tolerance cannot be called worse at any count (a claim needs the
+    whole interval past the tolerance), hence the default: one tolerance past it.
+
+    + spread: the start-to-start standard deviation of log start values
+    + tolerance: the primary's tolerance as a fraction
+    + alpha: the two-sided level the claim is tested at
+    + power: the chance of calling it worse
+    + most: the most starts a side proposed
+    + loss: the true loss (a fraction) to resolve; None: 2 x tolerance
+
+    >>> starts_to_resolve(0.02, 0.05, 0.025), starts_to_resolve(0.02, 0.05, 0.025, power=0.95)
+    (5, 6)
+    >>> starts_to_resolve(0.20, 0.05, 0.025) is None
+    True
+    """
+    target = 2.0 * tolerance if loss is None else loss
+    if not math.isfinite(spread) or spread < 0.0:
+        return None
+    room = -math.log1p(-target) - _down_margin(tolerance)  # log units past the tolerance a claim may take
+    for starts in range(2, most + 1):
+        if spread == 0.0 or _worse_room(starts, starts, alpha, power) * spread <= room:
+            return starts
+    return None
