@@ -40,7 +40,7 @@ from rigforge.profile import Profile
 from rigforge.serving.engines import LLAMA_VENV, UNIT_NAME, image_ref
 from rigforge.updates.engine_change import EngineBuild, EngineChange, engine_plan_line, unit_image
 from roles import bench, engine, images, service
-from roles.measured_change import MeasuredChange, judge_change, measure_side
+from roles.measured_change import MeasuredChange, judge_change, measure_side, size_starts
 from roles.service import UNIT_PATH
 
 
@@ -122,19 +122,20 @@ def measured_move(profile: Profile, change: EngineChange, settings: RunSettings)
     request = build_plan(profile)
     record_path = request.record_path if request else None
     old_record = "\n".join(host.get_fact(FileContents, path=record_path) or []) if record_path else ""
-    host.log(f"engine change: {engine_plan_line(profile, change)}", logger.info)
+    sized = size_starts(profile)
+    host.log(f"engine change: {engine_plan_line(profile, change, sized)}", logger.info)
     bench.install_client(profile)
-    measure_side(build_profile(profile, before), f"on {before.words()}", results)
+    measure_side(build_profile(profile, before), f"on {before.words()}", results, sized.starts)
     images.apply_images(profile)
     engine.apply_engine(profile)
     service.apply_service(profile)
-    measure_side(profile, f"on {change.after.words()}", results)
+    measure_side(profile, f"on {change.after.words()}", results, sized.starts)
     judge_change(name="Engine change: compare the starts before and after", profile=profile,
                  change=MeasuredChange("engine", before.words(), change.after.words(),
                                        stay_words=f"{before.words()} is still on the rig; --data "
                                                   "on_regression=rollback puts a regressing build back at once"),
                  settings=settings, started=started, baselines=None,
-                 roll_back=lambda: roll_back(profile, before, record_path, old_record))
+                 roll_back=lambda: roll_back(profile, before, record_path, old_record), starts=sized.starts)
 
 
 def roll_back(profile: Profile, before: EngineBuild, record_path: str | None, old_record: str) -> None:
