@@ -16,6 +16,7 @@ set ``--data on_cannot_tell=continue``: then it passes, the record saying so.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,10 @@ from pathlib import Path
 from pyinfra import host, logger, state
 from pyinfra.api import operation
 
-from rigforge.bench_runs.plan import results_root
+from rigforge.bench_runs.plan import HOST_CHANGE_FILE, results_root
 from rigforge.bench_runs.starts import judged_profile
 from rigforge.context import RunSettings
+from rigforge.operations.files import managed_file
 from rigforge.operations.nested import nested_flow
 from rigforge.profile import Profile
 from rigforge.updates.record import UpdateRecord, judge_update, last_spread
@@ -76,6 +78,14 @@ def measure_side(profile: Profile, where: str, results: Path, starts: int) -> No
                               profile=profile if number == 1 else judged, results_dir=str(results))
 
 
+def change_state(record: UpdateRecord) -> str:
+    """What the rig's monitoring reads of its last measured change (``rigforge_measured_change_cannot_tell``)."""
+    return json.dumps({"change": record.change, "before": record.driver_before, "after": record.driver_after,
+                       "started": record.started, "rollback": record.rollback, "verdict": record.verdict,
+                       "undecided": record.undecided, "went_on": record.went_on, "resolution": record.resolution},
+                      indent=1) + "\n"
+
+
 # _set_in_op=False (as pyinfra's python.call): the rollback's operations, called while this one executes,
 # must run as nested operations instead of being refused as "called within another operation".
 @operation(is_idempotent=False, _set_in_op=False)
@@ -115,6 +125,7 @@ def _judge(profile: Profile, change: MeasuredChange, settings: RunSettings, star
                                         [Path(run) for run in baselines] if baselines else None, change.rollback,
                                         change.kind, starts, went_on=settings.on_cannot_tell == "continue")
     record = quality.quality_regression(results_root(), record)  # answers that moved are a regression too
+    managed_file(name="Keep the verdict for the monitoring", dest=HOST_CHANGE_FILE, content=change_state(record))
     for line in record.report_lines():
         host.log(line, logger.info if record.ok else logger.error)
     if change.rollback:  # back to the side measured before: only a regression fails it
