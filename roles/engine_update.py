@@ -7,11 +7,13 @@ a build rigforge recorded and this run wants another one (a rebuild from moved g
 arg, another image or pin) and no recipe switch comes with it (deploys/recipes.py judges recipes), the move is
 measured (rigforge/updates/engine_change.py):
 
-``bench.verdicts.starts`` engine starts benched on the old build → the image built (or loaded, or pulled), the
+k engine starts benched on the old build (k sized from the rig's last measured spread within
+``driver_update.starts_budget_s``, rigforge/updates/sizing.py) → the image built (or loaded, or pulled), the
 engine installed, the unit moved to the new build, healthy → as many starts on the new one → the speed verdict
 and the quality pass against the model's reference (roles/measured_change.py), kept as
 ``results/<host>/engine-updates/<stamp>.json`` naming both builds. No reboot is involved, so both sides run in
-one boot. The plan line (and ``--dry``) says what the starts cost.
+one boot. The plan line (and ``--dry``) says k, the minutes and what k resolves; "cannot tell" fails the deploy
+unless ``--data on_cannot_tell=continue``.
 
 On a regression with ``--data on_regression=rollback`` the unit is pointed back at the old build in the same run
 (the old image is still on the rig: nothing is built or pulled; a native pin is installed again) and the rig's
