@@ -30,7 +30,7 @@ from functools import lru_cache
 from rigforge.bench_runs.starts import minutes, side_seconds
 from rigforge.profile import Profile
 from rigforge.updates.policy import RegressionPolicy
-from rigforge.updates.resolution import MOST_STARTS, Resolution, resolution
+from rigforge.updates.resolution import MOST_STARTS, Resolution, resolution, starts_to_resolve
 from rigforge.updates.starts import METRICS
 
 __all__ = ["Spread", "StartsPlan", "assumed_spread", "plan_starts", "pooled_spread", "primary_alpha",
@@ -112,18 +112,9 @@ def resolution_at(profile: Profile, k_before: int, k_after: int, spread: float) 
 
 
 def resolving_starts(profile: Profile, spread: float) -> int | None:
-    """The fewest starts a side (2..MOST_STARTS) whose resolution resolves the primary's tolerance; None: none do.
-    Found by bisection: what k starts resolve only grows with k."""
-    if not resolution_at(profile, MOST_STARTS, MOST_STARTS, spread).resolves:
-        return None
-    low, high = 1, MOST_STARTS  # low does not resolve (one start a side measures no spread), high does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if resolution_at(profile, middle, middle, spread).resolves:
-            high = middle
-        else:
-            low = middle
-    return high
+    """The fewest starts a side (2..MOST_STARTS) whose resolution resolves the primary's tolerance at ``spread``
+    (``Resolution.resolves``); None: none do."""
+    return starts_to_resolve(spread, primary_tolerance(profile), primary_alpha(profile), same=True)
 
 
 def plan_starts(profile: Profile, spread: Spread) -> StartsPlan:
