@@ -31,9 +31,9 @@ from rigforge.bench.config import COMPLETIONS, CellKind
 from rigforge.bench_runs.starts import judged_profile
 from rigforge.profile import Profile
 from rigforge.updates.compare_render import render_markdown, render_plot
-from rigforge.updates.comparison import CANNOT_TELL, METRICS, WORSE, Comparison, RegressionPolicy, cell_value, compare
+from rigforge.updates.comparison import CANNOT_TELL, METRICS, WORSE, RegressionPolicy, cell_value, compare
 from rigforge.updates.history import find_results, load_result
-from rigforge.updates.sizing import Spread, assumed_spread, pooled_spread, resolution_at, resolving_starts
+from rigforge.updates.sizing import Spread, assumed_spread, primary_spread, resolution_words, resolving_starts
 
 UPDATES_DIR = "updates"
 #: An engine change's records (roles/engine_update.py): beside the driver's, out of the driver rollout's table.
@@ -69,6 +69,7 @@ class UpdateRecord:
     resolution: str = ""  # what the starts resolved at that spread (rigforge.updates.resolution), and what would
     starts_needed: int | None = None  # starts a side that resolve the primary's tolerance at that spread
     went_on: bool = False  # "cannot tell", and the owner's on_cannot_tell=continue let the rollout go on
+    measured: str = ""  # the primary and model the spread is of (``measured_key``): other rigs of a fleet size by it
 
     @property
     def regressed(self) -> bool:
@@ -228,35 +229,41 @@ def judge_update(root: Path, host: str, profile: Profile, driver_before: str | N
                           afters=[str(run) for run in after_dirs], change=change, spread=spread,
                           resolution=resolution_words(profile, len(before_dirs), len(after_dirs), spread),
                           starts_needed=resolving_starts(profile, spread) if spread is not None else None,
-                          went_on=went_on and str(comparison.verdict) == CANNOT_TELL)
+                          went_on=went_on and str(comparison.verdict) == CANNOT_TELL, measured=measured_key(profile))
     write_record(root, record)
     return record
 
 
-def primary_spread(comparison: Comparison) -> float | None:
-    """The start-to-start spread of the primary's row, pooled over both sides (None: no primary row measured)."""
-    row = next((cell for cell in comparison.cells if cell.primary), None)
-    return None if row is None else pooled_spread(row.before_starts, row.after_starts)
+def measured_key(profile: Profile) -> str:
+    """What a record's spread is the spread of: the primary metric in its cell, of the served model.
 
-
-def resolution_words(profile: Profile, k_before: int, k_after: int, spread: float | None) -> str:
-    """``resolution: 3 vs 3 starts at a start-to-start spread of 4.1 %: ...; 9 starts a side resolve it``."""
-    if spread is None:
-        return "resolution: the primary's start-to-start spread was not measured (fewer than 2 starts a side)"
-    needed = resolving_starts(profile, spread)
-    return (f"resolution: {resolution_at(profile, k_before, k_after, spread).describe()}; "
-            + (f"{needed} starts a side resolve it" if needed else "more than 30 starts a side would be needed"))
+    >>> from rigforge.profile.loader import load_profile
+    >>> measured_key(load_profile("sandbox"))
+    'decode_tps_per_user C=1 in=128 of gemma-3-270m'
+    """
+    primary = profile.bench.primary
+    return (f"{primary.metric} C={primary.concurrency} in={primary.input_tokens} of "
+            f"{profile.engine.served_model_name}")
 
 
 def last_spread(root: Path, host: str, profile: Profile) -> Spread:
-    """The primary's spread the rig's newest measured change (driver or engine) measured; the profile's assumed
-    one when none did."""
-    paths = [path for folder in (UPDATES_DIR, ENGINE_UPDATES_DIR) for path in (root / host / folder).glob("*.json")]
-    for path in sorted(paths, key=lambda path: path.name, reverse=True):
-        spread = json.loads(path.read_text()).get("spread")
-        if spread is not None:
-            return Spread(float(spread), f"measured in the {host} {path.parent.name[:-1]} of {path.stem}")
-    return assumed_spread(profile)
+    """The primary's spread the rig's newest measured change (driver or engine) measured; else the newest any other
+    rig under ``root`` measured of the same primary and model (a rollout's earlier rigs); else the profile's
+    assumed one."""
+    def newest(hosts: list[Path]) -> Spread | None:
+        paths = [path for folder in hosts for kind in (UPDATES_DIR, ENGINE_UPDATES_DIR)
+                 for path in (folder / kind).glob("*.json")]
+        for path in sorted(paths, key=lambda path: path.name, reverse=True):
+            record = json.loads(path.read_text())
+            if record.get("spread") is not None and record.get("measured") in (key, ""):
+                return Spread(float(record["spread"]), f"measured in the {path.parent.parent.name} "
+                                                       f"{path.parent.name[:-1]} of {path.stem}")
+        return None
+
+    key = measured_key(profile)
+    others = [folder for folder in sorted(root.iterdir()) if folder.is_dir() and folder.name != host] \
+        if root.is_dir() else []
+    return newest([root / host]) or newest(others) or assumed_spread(profile)
 
 
 def over_starts(results: list[dict[str, Any]]) -> float | None:

@@ -29,12 +29,13 @@ from functools import lru_cache
 
 from rigforge.bench_runs.starts import minutes, side_seconds
 from rigforge.profile import Profile
+from rigforge.updates.comparison import Comparison
 from rigforge.updates.policy import RegressionPolicy
 from rigforge.updates.resolution import MOST_STARTS, Resolution, resolution, starts_to_resolve
 from rigforge.updates.starts import METRICS
 
 __all__ = ["Spread", "StartsPlan", "assumed_spread", "plan_starts", "pooled_spread", "primary_alpha",
-           "primary_tolerance", "resolution_at", "resolving_starts"]
+           "primary_spread", "primary_tolerance", "resolution_at", "resolution_words", "resolving_starts"]
 
 
 @dataclass(frozen=True)
@@ -162,3 +163,18 @@ def plan_line(profile: Profile, plan: StartsPlan, before: str, after: str, betwe
     return (f"plan: {plan.starts} starts {before} and {plan.starts} {after}{why} = about {minutes(plan.seconds)} "
             f"(a side's first start the full bench, the others the judged cells), and {between}; "
             f"{plan.words()}")
+
+
+def primary_spread(comparison: Comparison) -> float | None:
+    """The start-to-start spread of the primary's row, pooled over both sides (None: no primary row measured)."""
+    row = next((cell for cell in comparison.cells if cell.primary), None)
+    return None if row is None else pooled_spread(row.before_starts, row.after_starts)
+
+
+def resolution_words(profile: Profile, k_before: int, k_after: int, spread: float | None) -> str:
+    """``resolution: 3 vs 3 starts at a start-to-start spread of 4.1 %: ...; 9 starts a side resolve it``."""
+    if spread is None:
+        return "resolution: the primary's start-to-start spread was not measured (fewer than 2 starts a side)"
+    needed = resolving_starts(profile, spread)
+    return (f"resolution: {resolution_at(profile, k_before, k_after, spread).describe()}; "
+            + (f"{needed} starts a side resolve it" if needed else "more than 30 starts a side would be needed"))

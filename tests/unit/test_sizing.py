@@ -12,7 +12,14 @@ from rigforge.bench_runs.starts import judged_profile, judged_start_seconds, sid
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
 from rigforge.updates import rollout as rollout_module
-from rigforge.updates.record import CANNOT_TELL_WORDS, UpdateRecord, last_spread, records_since, write_record
+from rigforge.updates.record import (
+    CANNOT_TELL_WORDS,
+    UpdateRecord,
+    last_spread,
+    measured_key,
+    records_since,
+    write_record,
+)
 from rigforge.updates.rollout import row_for
 from rigforge.updates.sizing import (
     Spread,
@@ -91,6 +98,12 @@ def test_the_spread_is_pooled_about_each_side_and_read_from_the_last_record(tmp_
     write_record(tmp_path, _record(started="20261123T050000Z", spread=None))
     spread = last_spread(tmp_path, "rig-a", sandbox)
     assert spread.value == 0.031 and spread.source == "measured in the rig-a update of 20261123T040000Z"
+    # A rig that measured none yet sizes by the fleet's newest spread of the same primary and model.
+    write_record(tmp_path, _record(host="rig-c", started="20261123T060000Z", spread=0.05, measured="other model"))
+    assert last_spread(tmp_path, "rig-b", sandbox).source == "measured in the rig-a update of 20261123T040000Z"
+    write_record(tmp_path, _record(host="rig-c", started="20261123T070000Z", spread=0.04,
+                                   measured=measured_key(sandbox)))
+    assert last_spread(tmp_path, "rig-b", sandbox) == Spread(0.04, "measured in the rig-c update of 20261123T070000Z")
     assert resolution_at(sandbox, 3, 3, 0.031).smallest_worse > resolution_at(sandbox, 8, 8, 0.031).smallest_worse
 
 
