@@ -30,6 +30,9 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
     "rollback": (bool, False, "deploys/driver_update.py: reinstall the driver recorded before the last update"),
     "on_regression": (str, "stop", "a driver update or engine build change (deploys/driver_update.py, images.py, "
                                    "serve.py, full.py) judged a regression: stop, or rollback"),
+    "on_cannot_tell": (str, "stop", "a driver update or engine build change whose comparison cannot tell at the "
+                                    "tolerance: stop (the rollout stops there), or continue (it goes on, the "
+                                    "resolution printed and recorded)"),
     "break_lock": (bool, False, "take over the rig's deploy lock held by another run (check it is gone first)"),
     "replace_driver": (bool, False, "purge the NVIDIA driver the owner installed (the distribution's or the other "
                                     "flavor's packages; a .run install through its nvidia-uninstall) and install "
@@ -50,7 +53,8 @@ DEPLOY_SWITCHES = {"recipe": "deploys/full.py and deploys/serve.py",
 _COMMAND = re.compile(r"^[A-Za-z0-9._/+-]+$")
 _NAMES = re.compile(r"^[a-z0-9][a-z0-9._-]*(,[a-z0-9][a-z0-9._-]*)*$")
 #: Switches that take one of a few words.
-_CHOICES: dict[str, tuple[str, ...]] = {"on_regression": ("stop", "rollback"), "keep": ("start", "best")}
+_CHOICES: dict[str, tuple[str, ...]] = {"on_regression": ("stop", "rollback"), "on_cannot_tell": ("stop", "continue"),
+                                        "keep": ("start", "best")}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class RunSettings:
     probe_python: str
     rollback: bool
     on_regression: str
+    on_cannot_tell: str
     break_lock: bool
     replace_driver: bool
     recipe: str

@@ -2,8 +2,11 @@
 
 The order, for a rig whose installed or loaded driver is not the target:
 
-baseline: ``bench.verdicts.starts`` (k) engine starts, each restarted, healthy and benched (or as many recent
-results of distinct starts of the same workload on the installed driver) → drain (the
+k starts a side, sized before anything runs from the rig's last measured start-to-start spread (or the profile's
+assumed one) within ``driver_update.starts_budget_s`` (rigforge/updates/sizing.py; the plan line, ``--dry`` too,
+says k, the minutes and what k resolves) → baseline: k engine starts, each restarted, healthy and benched (the
+first the full bench, the others the judged cells), or as many recent results of distinct starts of the same
+workload on the installed driver → drain (the
 profile's ``driver_update.drain_command``, then the engine unit stops) → record the installed driver
 in ``/etc/rigforge/driver-previous`` (atomically) → the driver role at the target version (and CUDA)
 → the kernel-module check → one reboot → verify (in-process: installed, held and loaded at the
@@ -12,8 +15,11 @@ an input changed) → the engine unit, healthy → ``undrain_command`` → k eng
 workload → comparison of one value per start a side → verdict, kept on the controller
 (``rigforge.updates.record``; the judging, shared with an engine change, in roles/measured_change.py). Engine
 restarts need no reboot, so both sides measure the start-to-start spread;
-the one difference they cannot measure, boot to boot, the record says. The plan (and ``--dry``) says what the
-starts cost (rigforge/bench_runs/starts.py).
+the one difference they cannot measure, boot to boot, the record says. A verdict of "cannot tell" fails the
+deploy (and so stops a rollout) with the resolution, unless ``--data on_cannot_tell=continue``.
+
+The steps are ``update_flow``'s, in order, each one pyinfra operation or role: a hook that takes the rig out of
+service and back (``drain_command`` / ``undrain_command`` today) sits at its place in that list.
 
 The target is the profile's ``driver.version``, or with ``--data rollback=true`` the version recorded
 before the last update. With ``--data on_regression=rollback`` a regression verdict rolls the rig back
@@ -36,7 +42,6 @@ from pyinfra.facts.files import FileContents
 from pyinfra.operations import server, systemd
 
 from rigforge.bench_runs.plan import results_root, run_stamp
-from rigforge.bench_runs.starts import update_plan_line
 from rigforge.checks.driver_reboot import driver_mismatch
 from rigforge.context import RunSettings, current_profile
 from rigforge.facts.driver import NvidiaLoadedDriver
@@ -52,9 +57,10 @@ from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import recent_baselines
+from rigforge.updates.sizing import plan_line
 from roles import bench, cuda, driver, images, service
 from roles.host import remember_reboot_triggers
-from roles.measured_change import MeasuredChange, judge_change
+from roles.measured_change import MeasuredChange, judge_change, measure_side, size_starts
 
 PREVIOUS_FILE = "/etc/rigforge/driver-previous"
 
@@ -119,8 +125,12 @@ def say_pending_reboot(plan: UpdatePlan, allow_reboot: bool) -> None:
     host.log(f"driver update: a reboot is pending: the NVIDIA {mismatch.found}; {then}", logger.warning)
 
 
-def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> None:
-    """The operations of one update (or rollback), in order; see the module docstring."""
+def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings, starts: int | None = None) -> None:
+    """The operations of one update (or rollback), in order; see the module docstring.
+
+    + starts: k a side; None: sized now (``size_starts``); a rollback keeps its update's k, so the update's
+      starts after are its baseline
+    """
     assert profile.driver is not None
     started = run_stamp(datetime.now(timezone.utc))
     results = results_root()
@@ -130,10 +140,14 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
                           allowed=settings.replace_driver)
     bench.install_client(profile)
-    host.log(f"driver update: {update_plan_line(profile)}", logger.info)
-    baselines = recent_baselines(results, host.name, profile, plan.installed)
+    if starts is None:
+        sized = size_starts(profile)
+        starts = sized.starts
+        host.log("driver update: " + plan_line(profile, sized, "before", "after", "one reboot")
+                 + "; a recent baseline of as many distinct starts saves the first half", logger.info)
+    baselines = recent_baselines(results, host.name, profile, plan.installed, starts)
     if baselines is None:
-        bench.bench_starts(profile, f"on driver {plan.installed}", results)
+        measure_side(profile, f"on driver {plan.installed}", results, starts)
     else:
         host.log(f"driver update: the baseline is {len(baselines)} recent starts: {', '.join(map(str, baselines))}",
                  logger.info)
@@ -159,13 +173,13 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     if hooks.undrain_command:
         server.shell(name="Put the rig back in service (driver_update.undrain_command)",
                      commands=[shlex.join(hooks.undrain_command)])
-    bench.bench_starts(profile, f"on driver {plan.target}", results)
+    measure_side(profile, f"on driver {plan.target}", results, starts)
     back = UpdatePlan(plan.target, plan.target, plan.installed or "", rollback=True)
     judge_change(name=f"{verb}: compare the starts before and after", profile=profile,
                  change=MeasuredChange("driver", plan.installed, plan.target, plan.rollback,
                                        "roll it back with --data rollback=true"),
                  settings=settings, started=started, baselines=[str(run) for run in baselines] if baselines else None,
-                 roll_back=lambda: update_flow(profile, back, settings))
+                 roll_back=lambda: update_flow(profile, back, settings, starts), starts=starts)
 
 
 @operation(is_idempotent=False)

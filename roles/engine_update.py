@@ -7,11 +7,13 @@ a build rigforge recorded and this run wants another one (a rebuild from moved g
 arg, another image or pin) and no recipe switch comes with it (deploys/recipes.py judges recipes), the move is
 measured (rigforge/updates/engine_change.py):
 
-``bench.verdicts.starts`` engine starts benched on the old build → the image built (or loaded, or pulled), the
+k engine starts benched on the old build (k sized from the rig's last measured spread within
+``driver_update.starts_budget_s``, rigforge/updates/sizing.py) → the image built (or loaded, or pulled), the
 engine installed, the unit moved to the new build, healthy → as many starts on the new one → the speed verdict
 and the quality pass against the model's reference (roles/measured_change.py), kept as
 ``results/<host>/engine-updates/<stamp>.json`` naming both builds. No reboot is involved, so both sides run in
-one boot. The plan line (and ``--dry``) says what the starts cost.
+one boot. The plan line (and ``--dry``) says k, the minutes and what k resolves; "cannot tell" fails the deploy
+unless ``--data on_cannot_tell=continue``.
 
 On a regression with ``--data on_regression=rollback`` the unit is pointed back at the old build in the same run
 (the old image is still on the rig: nothing is built or pulled; a native pin is installed again) and the rig's
@@ -40,7 +42,7 @@ from rigforge.profile import Profile
 from rigforge.serving.engines import LLAMA_VENV, UNIT_NAME, image_ref
 from rigforge.updates.engine_change import EngineBuild, EngineChange, engine_plan_line, unit_image
 from roles import bench, engine, images, service
-from roles.measured_change import MeasuredChange, judge_change, measure_side
+from roles.measured_change import MeasuredChange, judge_change, measure_side, size_starts
 from roles.service import UNIT_PATH
 
 
@@ -122,19 +124,20 @@ def measured_move(profile: Profile, change: EngineChange, settings: RunSettings)
     request = build_plan(profile)
     record_path = request.record_path if request else None
     old_record = "\n".join(host.get_fact(FileContents, path=record_path) or []) if record_path else ""
-    host.log(f"engine change: {engine_plan_line(profile, change)}", logger.info)
+    sized = size_starts(profile)
+    host.log(f"engine change: {engine_plan_line(profile, change, sized)}", logger.info)
     bench.install_client(profile)
-    measure_side(build_profile(profile, before), f"on {before.words()}", results)
+    measure_side(build_profile(profile, before), f"on {before.words()}", results, sized.starts)
     images.apply_images(profile)
     engine.apply_engine(profile)
     service.apply_service(profile)
-    measure_side(profile, f"on {change.after.words()}", results)
+    measure_side(profile, f"on {change.after.words()}", results, sized.starts)
     judge_change(name="Engine change: compare the starts before and after", profile=profile,
                  change=MeasuredChange("engine", before.words(), change.after.words(),
                                        stay_words=f"{before.words()} is still on the rig; --data "
                                                   "on_regression=rollback puts a regressing build back at once"),
                  settings=settings, started=started, baselines=None,
-                 roll_back=lambda: roll_back(profile, before, record_path, old_record))
+                 roll_back=lambda: roll_back(profile, before, record_path, old_record), starts=sized.starts)
 
 
 def roll_back(profile: Profile, before: EngineBuild, record_path: str | None, old_record: str) -> None:

@@ -5,6 +5,8 @@ files.
 Called by roles/recipes.py while the experiment executes (nested operations): every start of a recipe is a trial
 (switch, a fresh engine start, health wait, probes and bench); its result joins the recipe's earlier starts, and a
 start that fails disqualifies the recipe, naming the start. The order of the rounds is rigforge/recipes/rounds.py's.
+Once the k rounds have taken the full pass, the extra rounds' and the confirmation's starts bench only the judged
+cells (rigforge/bench_runs/starts.py: ``judged_profile``), the only cells a verdict reads more starts of.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from pyinfra import host, logger
 
-from rigforge.bench_runs.starts import minutes
+from rigforge.bench_runs.starts import judged_profile, minutes
 from rigforge.profile import Profile
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.quality_plot import render_quality_plot
@@ -69,6 +71,7 @@ class Tournament:
     rounds: list[list[str]] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # each start's wall time: switch, start, health, bench
     previous: Profile | None = None
+    judged_only: bool = False  # bench only the judged cells (the extra rounds, the confirmation)
 
     def measure(self, name: str) -> bool:
         """One start of ``name``, added to its trial; False when stopped before it."""
@@ -77,6 +80,7 @@ class Tournament:
         self.trying(name)
         number = len(self.trials[name].starts) + 1 if name in self.trials else 1
         recipe = self.profile.with_recipe(name)
+        recipe = judged_profile(recipe) if self.judged_only else recipe
         began = time.monotonic()
         start = self.try_recipe(recipe, self.previous)
         self.seconds.append(time.monotonic() - began)
@@ -119,9 +123,11 @@ class Tournament:
 
 def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
     """Rounds of more starts of the starting recipe and every recipe the report makes no claim about (``cannot
-    tell``, or a first look's ``same``, which is not final), each round shuffled: as many as the profile's budget
-    affords, never more than the plan's count (rigforge.recipes.rounds.extra_rounds: fixed before anything is
-    measured, whatever the first look saw); what was spent, in words.
+    tell``, or a first look's ``same``, which is not final), each round shuffled, each start benching only the
+    judged cells: never more than the plan's count for that many recipes (rigforge.recipes.rounds.extra_rounds, by
+    the plan's estimate of a start), and only while the rounds measured so far leave room in the budget at this
+    run's measured start time. So how many are measured depends on which recipes the first look left open and on
+    the rig's real wall time; the most is fixed by the profile. What was spent, in words.
 
     + report: the report of the rounds so far (the first look)
     + tournament: the tournament that measured them (more starts join its trials)
@@ -143,6 +149,7 @@ def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
     if affordable < 1:
         return [f"{said}, more than the {budget:.0f} s budget (bench.verdicts.decide_budget_s) affords"]
     began, rounds = time.monotonic(), 0
+    tournament.judged_only = True
     for order in round_orders(names, affordable + 1, f"{seed}-more")[1:]:
         if time.monotonic() - began + per_round > budget or not tournament.run_round(order):
             break
@@ -202,7 +209,7 @@ def confirm_best(report: Report, tournament: Tournament, policy: RegressionPolic
         return report
     best, starts = report.best, tournament.profile.bench.verdicts.starts
     again = Tournament(tournament.profile, tournament.try_recipe, tournament.stopped, tournament.trying,
-                       previous=tournament.previous)
+                       previous=tournament.previous, judged_only=True)
     host.log(f"recipes: {best} judged better than {report.start}: {starts} more starts each to confirm it")
     for order in round_orders([report.start, best], starts + 1, f"{seed}-confirm")[1:]:
         if not again.run_round(order):

@@ -37,6 +37,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REMOTE_PACKAGE_DIR = f"{REMOTE_LIB_DIR}/rigforge"
 HOST_RESULTS_DIR = "/var/lib/rigforge/bench"
 HOST_LATEST_NAME = "latest.json"
+#: The rig's last measured change (driver update, engine build change) as its judge left it, for the monitoring.
+HOST_CHANGE_FILE = f"{HOST_RESULTS_DIR}/measured-change.json"
 #: Where results land on the controller: ``$RIGFORGE_RESULTS_DIR`` or ``results`` in the working directory.
 RESULTS_DIR_VARIABLE = "RIGFORGE_RESULTS_DIR"
 DEFAULT_RESULTS_DIR = "results"

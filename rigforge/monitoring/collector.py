@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rigforge.bench_runs.plan import HOST_LATEST_NAME, HOST_RESULTS_DIR
+from rigforge.bench_runs.plan import HOST_CHANGE_FILE, HOST_LATEST_NAME, HOST_RESULTS_DIR
 from rigforge.known_failures import match, signature_data
 from rigforge.profile import Profile
 from rigforge.serving.engines import UNIT_NAME, health_url
@@ -56,7 +56,8 @@ def primary_bench(profile: Profile) -> dict[str, Any]:
     floor = next((item for item in profile.bench.floors
                   if (item.concurrency, item.input_tokens) == (primary.concurrency, primary.input_tokens)), None)
     minimum = {"decode_tps_per_user": "min_decode_tps_per_user", "output_tps": "min_output_tps"}.get(primary.metric)
-    return {"latest": f"{HOST_RESULTS_DIR}/{HOST_LATEST_NAME}", "metric": primary.metric, "key": metric.key,
+    return {"latest": f"{HOST_RESULTS_DIR}/{HOST_LATEST_NAME}", "change": HOST_CHANGE_FILE,
+            "metric": primary.metric, "key": metric.key,
             "stat": metric.stat, "concurrency": primary.concurrency, "input_tokens": primary.input_tokens,
             "floor": getattr(floor, minimum) if floor is not None and minimum else None}
 

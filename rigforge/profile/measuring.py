@@ -119,3 +119,9 @@ class DriverUpdate(StrictModel):
     undrain_command: list[SafeText]
     # A bench result this recent, of the same workload on the same driver, serves as the baseline.
     baseline_max_age_minutes: Annotated[int, Field(ge=0)]
+    # Seconds a measured change (driver update, engine build change) may spend on its engine starts, both sides:
+    # k grows from bench.verdicts.starts until the primary's tolerance is resolved or this is spent.
+    starts_budget_s: Annotated[int, Field(ge=0)]
+    # The primary metric's start-to-start spread (standard deviation of one start's value, in %) assumed until a
+    # measured change on the rig has measured one (rigforge/updates/sizing.py).
+    assumed_spread_percent: Annotated[float, Field(gt=0, le=50)]

@@ -72,6 +72,8 @@ HELP = {
     "rigforge_bench_timestamp_seconds": "When the last smoke bench finished (unix seconds).",
     "rigforge_bench_primary_value": "The last smoke bench's primary metric (bench.primary), its cell's median.",
     "rigforge_bench_primary_floor": "The profile's floor for that metric and cell.",
+    "rigforge_measured_change_cannot_tell": "1 when the rig's last measured driver or engine change could not tell "
+                                            "at its tolerance (its rollout stopped, or went on by the owner's switch).",
     "rigforge_disk_avail_bytes": "Bytes free to unprivileged users on the filesystem of the path.",
     "rigforge_disk_size_bytes": "Size of the filesystem of the path.",
 }
@@ -227,7 +229,18 @@ def bench_samples(bench: Mapping[str, Any]) -> list[Sample]:
         break
     if bench.get("floor") is not None:
         samples.append(("rigforge_bench_primary_floor", labels, float(bench["floor"])))
-    return samples
+    return samples + change_samples(bench.get("change"))
+
+
+def change_samples(path: str | None) -> list[Sample]:
+    """Whether the rig's last measured change could not tell (none measured yet: no sample)."""
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            change = json.load(handle)
+    except (OSError, ValueError):
+        return []
+    labels = {"change": str(change.get("change", "")), "verdict": str(change.get("verdict", ""))}
+    return [("rigforge_measured_change_cannot_tell", labels, 1.0 if change.get("undecided") else 0.0)]
 
 
 def disk_samples(paths: Mapping[str, str]) -> list[Sample]:

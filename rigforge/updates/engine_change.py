@@ -11,7 +11,8 @@ Example::
     change = EngineChange(EngineBuild(package="xllamacpp==2026.10.11549"),
                           EngineBuild(package="xllamacpp==2026.10.11549.0"), serving=True)
     change.measured                      # True
-    engine_plan_line(profile, change)    # "plan: 3 starts on xllamacpp==2026.10.11549 and 3 on ... about 4 min ..."
+    engine_plan_line(profile, change, plan_starts(profile, assumed_spread(profile)))
+    # "plan: 3 starts on xllamacpp==2026.10.11549 and 3 on ... = about 4 min ..., resolution: ..."
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rigforge.bench_runs.starts import cost_words
 from rigforge.profile import Profile
+from rigforge.updates.sizing import StartsPlan, plan_line
 
 
 @dataclass(frozen=True)
@@ -93,12 +94,14 @@ class EngineChange:
         return f"engine build {self.before.words()} -> {self.after.words()}: measured before and after"
 
 
-def engine_plan_line(profile: Profile, change: EngineChange) -> str:
-    """What a measured engine change costs: k starts on the old build, k on the new, no reboot."""
+def engine_plan_line(profile: Profile, change: EngineChange, sized: StartsPlan) -> str:
+    """What a measured engine change costs and resolves: k starts on the old build, k on the new, no reboot.
+
+    + sized: k a side and what it resolves (rigforge.updates.sizing.plan_starts)
+    """
     assert change.before is not None
-    starts = profile.bench.verdicts.starts
-    return (f"plan: {starts} starts on {change.before.words()} and {starts} on {change.after.words()} = "
-            f"{cost_words(profile, 2 * starts)}, and the move between them (no reboot)")
+    return plan_line(profile, sized, f"on {change.before.words()}", f"on {change.after.words()}",
+                     "the move between them (no reboot)")
 
 
 def image_repository(ref: str) -> str:

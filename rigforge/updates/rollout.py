@@ -8,8 +8,13 @@ pyinfra runs a deploy on all its hosts operation by operation (``--serial`` too:
 host in turn), so it has no "whole deploy on these rigs, then the next ones". This controller runs
 ``pyinfra -y INVENTORY deploys/driver_update.py --limit <batch>`` per batch, in inventory order. A batch
 fails when pyinfra exits non-zero (a verify, a bench or a comparison failed: the deploy says which) or a
-host's update record (``rigforge.updates.record``) says ``regression``; the rollout then stops, the
-rigs after it are not touched, and the table says so. It ends with one table for the fleet.
+host's update record (``rigforge.updates.record``) says ``regression`` or ``cannot tell`` (the comparison could
+not resolve the tolerance: no pass; ``--data on_cannot_tell=continue`` lets it go on, the table still says it,
+with the resolution); the rollout then stops, the rigs after it are not touched, and the table says so. It ends
+with one table for the fleet.
+
+Each batch is its steps in order (``rollout``): run the deploy on the batch, read its records, stop or go on; a
+fleet-level step before or after a batch (a gateway told to drain it) belongs between them.
 
 A rig already on its target plans nothing, so a second rollout changes nothing and reboots nothing.
 """
@@ -77,6 +82,9 @@ def row_for(host: str, records: list[UpdateRecord], target: str, failed: bool) -
     rollback = next((record for record in records if record.rollback), None)
     change = f"{update.change_pct:+.1f} %" if update.change_pct is not None else "n/a"
     verdict = update.verdict + (f"; rolled back to {rollback.driver_after}" if rollback else "")
+    if update.undecided:
+        verdict += (" at this resolution, went on (on_cannot_tell=continue)" if update.went_on else
+                    " at this resolution: stopped") + f"; {update.resolution.removeprefix('resolution: ')}"
     return FleetRow(host, f"{update.driver_before} → {update.driver_after}",
                     f"{_tps(update.decode_before)} → {_tps(update.decode_after)}", change, verdict)
 
@@ -115,10 +123,11 @@ def rollout(inventory: Path, batch: int, data: list[str], deploy: str = DEPLOY) 
     for index, group in enumerate(batches(names, batch)):
         started = run_stamp(datetime.now(timezone.utc))
         status = run_batch(inventory, deploy, group, data)
-        group_rows = [row_for(name, records_since(root, name, started), target_driver(targets[name]), status != 0)
-                      for name in group]
+        records = {name: records_since(root, name, started) for name in group}
+        group_rows = [row_for(name, records[name], target_driver(targets[name]), status != 0) for name in group]
         rows += group_rows
-        stopped = [row.host for row in group_rows if "regression" in row.verdict or "FAILED" in row.verdict]
+        stopped = [row.host for row in group_rows if "FAILED" in row.verdict
+                   or any(record.stops for record in records[row.host] if not record.rollback)]
         if status != 0 or stopped:
             rest = [name for later in batches(names, batch)[index + 1:] for name in later]
             at = ", ".join(stopped or group)

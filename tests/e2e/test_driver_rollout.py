@@ -5,8 +5,8 @@ Real here: three Debian 12 systemd hosts, apt with a signed repository, the pinn
 the sandbox profile's 3 engine starts benched before and 3 after each update (its numbers are measured; no test
 asserts a speed). The slow rig is really slow: its container's CPU is cut with ``docker update --cpus`` once it
 reboots into the new driver. The first rig's engine runs at a speed of its own at every start (TEST-ONLY HOOK,
-tests/e2e/engine_speed.py: a CPU quota drawn from 150-200 % before each start), as a GPU rig's autotuner gives each
-start its own speed: its update changes nothing and must never read worse nor roll back.
+tests/e2e/engine_speed.py: a CPU quota drawn from 175-200 % before each start), as a GPU rig's autotuner gives each
+start its own speed: its update changes nothing and must read "same" (a "cannot tell" would stop the rollout there).
 
 STAND-INS (tests/standins/nvidia_cuda_repo.py), because NVIDIA's repository and GPUs cannot exist here:
 the repository's packages and key, the "kernel module" (a version file published at boot) and
@@ -18,9 +18,12 @@ Sandbox profile data (not stand-ins, but chosen for this noisy 2-core machine): 
 (a few requests per repeat, not one), measured twice in each of 3 starts a side (the starts decide; the repeats
 only steady each start's value), no speed floor (a loaded machine pushed an
 unthrottled rig under the sandbox's floor, then 1 tok/s, which stopped the rollout at its baseline), and a decode
-tolerance of 40 % instead of the base profile's 5 %, so CPU noise from the other hosts is never claimed as a
-regression while a 0.25-CPU rig (several times slower) is. A driver update that changes nothing (the first
-rig's: the engine runs on the CPU) must never read "worse (regression)" and never roll back.
+tolerance of 50 % instead of the base profile's 5 %: at 5 % and the sandbox's 6 % start-to-start spread "same"
+takes about 26 starts a side (the plan says so), where a test has 3; at 50 % three starts a side say "same" of an
+unchanged driver at a spread up to about 10 % (a loaded 2-core machine and the first rig's drawn quotas) in 98 %
+or more, while a 0.25-CPU rig (several times slower) is past it: worse, or at the least "cannot tell", and either
+stops the rollout. ``driver_update.starts_budget_s: 0`` keeps k at the profile's 3 (the rig's next update would
+otherwise size k from the spread its last one measured: unit-tested in tests/unit/test_sizing.py).
 
 The tests share the three hosts and run in file order (regression first, then the clean finish, then
 the second run); a failed step skips the rest. The finish and the second run are marked slow (the suite's time
@@ -45,7 +48,7 @@ from rigforge.sandbox import SandboxError, SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma
 from rigforge.updates.record import records_since
-from rigforge.updates.verdict import WORSE
+from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engine_speed
 from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
 
@@ -56,10 +59,11 @@ OLD_DRIVER, NEW_DRIVER = "590.48.01", "595.45.04"
 STANDIN_GPUS = {"count": 2, "model": "RTX PRO 6000 Blackwell", "compute_capability": "12.0", "memory_mib": 97887,
                 "bar1_mib": 131072, "topology": "PIX", "pcie_gen": 5, "pcie_width": 16, "persistence_mode": True}
 # The sandbox profile's 3 engine starts a side (bench.verdicts.starts): with two a side, a quarter-CPU rig whose
-# starts scatter on a loaded machine left the interval of its several-fold drop reaching inside the 40 %
-# (measured: the rollout went on past it).
+# starts scatter on a loaded machine left the interval of its several-fold drop reaching inside a 40 % tolerance
+# (measured: the rollout went on past it, when "cannot tell" still passed).
 SANDBOX_BENCH = {"concurrency": [1], "cell_seconds": 3, "floors": [], "repeats": 2,
-                 "regression_tolerance": [{"metric": "decode_tps_per_user", "max_worse_percent": 40}]}
+                 "regression_tolerance": [{"metric": "decode_tps_per_user", "max_worse_percent": 50}]}
+SANDBOX_UPDATE = {"starts_budget_s": 0}
 # A quarter of one CPU: several times slower than the 2-CPU rigs (a clear regression past 40 %), yet its
 # benches, reboot and rollback still take about a minute each (at 0.05 CPU a bench took ten).
 THROTTLED_CPUS = "0.25"
@@ -117,7 +121,7 @@ def _throttle_after_reboot_until_regressed(fleet: Fleet, host: SandboxHost, stop
 
 def _overrides(repo_overrides: dict, version: str) -> dict:
     driver = {**repo_overrides["driver"], "version": version, "flavor": "open", "hold": True}
-    return {"gpus": STANDIN_GPUS, "driver": driver, "bench": SANDBOX_BENCH}
+    return {"gpus": STANDIN_GPUS, "driver": driver, "bench": SANDBOX_BENCH, "driver_update": SANDBOX_UPDATE}
 
 
 @pytest.fixture(scope="module")
@@ -139,15 +143,22 @@ def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     return Fleet(sandbox, hosts, old, new, work / "results")
 
 
-def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) -> None:
+def test_a_slower_driver_stops_the_rollout_and_an_unchanged_one_passes(fleet: Fleet) -> None:
     first, slow, last = fleet.hosts
     assert [fleet.loaded(host) for host in fleet.hosts] == [OLD_DRIVER] * 3
+    dry = run_pyinfra(fleet.new, "deploys/driver_update.py", "--limit", first.name, dry=True,
+                      env={RESULTS_DIR_VARIABLE: str(fleet.results)})
+    planned = next(line for line in (dry.stdout + dry.stderr).splitlines() if "driver update: plan:" in line)
+    print("\n" + planned.strip())  # docs/driver-update.md quotes it
+    assert "plan: 3 starts before and 3 after = about " in planned and " min (" in planned, planned
+    assert "resolution: 3 vs 3 starts at a start-to-start spread of 6.0 %: a loss of " in planned, planned
+    assert "spread assumed: driver_update.assumed_spread_percent 6 %" in planned, planned
     # The slow rig's starts before its update are measured at full speed; once it reboots into the new driver its
     # CPU is cut, so its starts after are really slower. Once its regression is judged, the rig gets every CPU
     # back, as a rig whose slowdown was the driver's would: the rollback (its baseline: the 3 starts just measured
     # on the new driver) then measures the old driver at full speed.
     started = "0"
-    vary_engine_speed(first)
+    vary_engine_speed(first, low=175, high=200)
     judged, throttled = threading.Event(), []
     watcher = threading.Thread(target=_throttle_after_reboot_until_regressed, args=(fleet, slow, judged, throttled),
                                daemon=True)
@@ -164,24 +175,33 @@ def test_a_regression_stops_the_rollout_and_rolls_that_rig_back(fleet: Fleet) ->
     assert len(quotas) >= 6 and len(set(quotas)) > 1, quotas  # each measured start of the first rig its own speed
 
     table = run.stdout[run.stdout.rfind("| host |"):]
+    print("\n" + table)
     assert throttled, "the slow rig never came back from its reboot"
     assert run.returncode == 1, table + "\n".join(line for line in output.splitlines() if "driver update" in line)
     assert f"rollout STOPPED at {slow.name}" in output and f"untouched: {last.name}" in output, output[-6000:]
     assert f"| {first.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
-    assert f"worse (regression); rolled back to {OLD_DRIVER} |" in output
     assert f"| {last.name} | {NEW_DRIVER} not applied |" in output
-    assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER, OLD_DRIVER, OLD_DRIVER]
-    assert exec_in(slow, "cat /etc/rigforge/driver-previous").stdout.strip() == OLD_DRIVER
-    update, rollback = records_since(fleet.results, slow.name, started)[-2:]
-    assert (update.verdict, update.driver_after, rollback.rollback) == (WORSE, NEW_DRIVER, True)
-    assert update.apart.startswith("3 engine starts before and 3 after") and "boot-to-boot" in update.apart
-    assert len(update.baselines) == 3 and len(update.afters) == 3 and rollback.baselines == update.afters
+    assert "driver update: plan: 3 starts before and 3 after = about " in output
     unchanged = records_since(fleet.results, first.name, started)
-    assert len(unchanged) == 1 and not unchanged[0].regressed, unchanged  # a driver that changes nothing
-    assert "driver update: plan: 3 starts before and 3 after = 6 engine starts" in output
+    assert len(unchanged) == 1 and unchanged[0].verdict == SAME and unchanged[0].ok, unchanged  # changes nothing
+    assert unchanged[0].spread is not None and unchanged[0].resolution.startswith(
+        "resolution: 3 vs 3 starts at a start-to-start spread of "), unchanged[0]
+    update = records_since(fleet.results, slow.name, started)[0]
+    assert update.verdict in (WORSE, CANNOT_TELL) and update.stops and update.driver_after == NEW_DRIVER, update
+    assert update.apart.startswith("3 engine starts before and 3 after") and "boot-to-boot" in update.apart
+    assert update.resolution.startswith("resolution: 3 vs 3 starts at a start-to-start spread of "), update
     assert update.decode_after < update.decode_before  # measured, not asserted as a speed
-    assert rollback.decode_after is not None and rollback.decode_after > update.decode_after
     assert (Path(update.after) / "comparison.md").is_file() and (Path(update.after) / "comparison.png").is_file()
+    assert exec_in(slow, "cat /etc/rigforge/driver-previous").stdout.strip() == OLD_DRIVER
+    if update.verdict == WORSE:
+        rollback = records_since(fleet.results, slow.name, started)[-1]
+        assert rollback.rollback and len(update.baselines) == 3 and rollback.baselines == update.afters
+        assert rollback.decode_after is not None and rollback.decode_after > update.decode_after
+        assert f"worse (regression); rolled back to {OLD_DRIVER} |" in output
+        assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER, OLD_DRIVER, OLD_DRIVER]
+    else:  # nothing says it is worse: it stays on the new driver, and the rollout stops with the resolution
+        assert "cannot tell at this resolution: stopped; 3 vs 3 starts at a start-to-start spread of" in output
+        assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER, NEW_DRIVER, OLD_DRIVER]
     assert not records_since(fleet.results, last.name, started)  # the third rig was never benched
     fleet.done.append("regression")
 
@@ -198,7 +218,8 @@ def test_the_rollout_finishes_the_fleet_once_the_rig_is_fast_again(fleet: Fleet)
     assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER] * 3
     assert boot_token(first) == token  # already updated: not benched, not rebooted
     assert f"| {first.name} | {NEW_DRIVER} (unchanged) |" in output
-    for host in fleet.hosts[1:]:
+    slow_update = records_since(fleet.results, fleet.hosts[1].name, "0")[0]
+    for host in fleet.hosts[1 if slow_update.verdict == WORSE else 2:]:  # a slow rig that could not tell stayed
         assert f"| {host.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
     assert "rollout done: 3 rigs" in output
     fleet.done.append("finished")

@@ -28,7 +28,7 @@ from rigforge.sandbox.model import ensure_gemma
 from rigforge.serving.engines import LLAMA_VENV, UNIT_NAME
 from rigforge.updates.history import load_result
 from rigforge.updates.record import ENGINE_UPDATES_DIR
-from rigforge.updates.verdict import WORSE
+from rigforge.updates.verdict import CANNOT_TELL, WORSE
 from tests.e2e.conftest import Sandbox
 from tests.e2e.engine_speed import install_start_hook
 from tests.e2e.pyinfra_run import REPO_ROOT, PyinfraResult, assert_no_changes, run_pyinfra
@@ -60,7 +60,8 @@ class Rig:
 
     def inventory(self, package: str, quality: bool = True) -> Path:
         overrides = {"model": {"local_path": str(self.model)}, "engine": {"native": {"package": package}},
-                     "bench": {**BENCH, "quality": {**BENCH["quality"], "enabled": quality}}}
+                     "bench": {**BENCH, "quality": {**BENCH["quality"], "enabled": quality}},
+                     "driver_update": {"starts_budget_s": 0}}  # k stays the profile's 3
         return self.sandbox.write_inventory(self.tmp / f"inventory-{package.count('.')}-{quality}.py", [self.host],
                                             "sandbox", overrides)
 
@@ -91,10 +92,13 @@ def _log(result: PyinfraResult) -> str:
 
 def test_a_rebuilt_engine_is_measured_before_and_after_and_a_second_run_changes_nothing(rig: Rig) -> None:
     dry = run_pyinfra(rig.inventory(REBUILT), DEPLOY, dry=True)
-    assert f"plan: 3 starts on {SHIPPED} and 3 on {REBUILT} = 6 engine starts of 1 cells x 2 repeats" in _log(dry)
+    assert f"plan: 3 starts on {SHIPPED} and 3 on {REBUILT} = about " in _log(dry)
+    assert "resolution: 3 vs 3 starts at a start-to-start spread of 6.0 %" in _log(dry)
     assert rig.installed() == SHIPPED and not rig.records()
 
-    moved = rig.serve(REBUILT)
+    # At the sandbox's 5 % and its 6 % spread, 3 starts a side cannot say "same" of a build that changed nothing
+    # (the plan says so): the owner's switch lets the move stand, the record saying it could not tell.
+    moved = rig.serve(REBUILT, "--data", "on_cannot_tell=continue")
     output = _log(moved)
     print("\n".join(line.strip() for line in output.splitlines() if "engine update on" in line or "verdict" in line))
     assert f"Bench start 3 of 3 on {SHIPPED}" in output and f"Bench start 3 of 3 on {REBUILT}" in output
@@ -103,6 +107,7 @@ def test_a_rebuilt_engine_is_measured_before_and_after_and_a_second_run_changes_
     assert (record["change"], record["driver_before"], record["driver_after"]) == ("engine", SHIPPED, REBUILT)
     assert len(record["baselines"]) == 3 and len(record["afters"]) == 3
     assert record["verdict"] != WORSE, record  # the same engine code: no regression may be claimed
+    assert record["went_on"] == (record["verdict"] == CANNOT_TELL) and record["resolution"].startswith("resolution: ")
     assert f"engine update on {rig.host.name}: {SHIPPED} -> {REBUILT}; decode C=1 " in output
     for run in record["afters"]:  # the same answers as the model's reference
         assert judge_quality(load_result(Path(run)).get("quality")).state != DIFFER

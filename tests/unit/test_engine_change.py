@@ -12,6 +12,7 @@ from rigforge.profile.loader import load_profile
 from rigforge.serving.engines import image_ref
 from rigforge.updates.engine_change import EngineBuild, EngineChange, engine_plan_line, image_repository, unit_image
 from rigforge.updates.record import ENGINE_UPDATES_DIR, UPDATES_DIR, UpdateRecord, apart_line, write_record
+from rigforge.updates.sizing import Spread, plan_starts
 from roles.engine_update import build_profile
 from roles.service import render_unit
 
@@ -40,12 +41,14 @@ def test_a_second_run_on_the_wanted_build_changes_nothing() -> None:
     assert not again.changes and not again.measured
 
 
-def test_the_plan_line_names_both_builds_the_starts_and_their_cost() -> None:
+def test_the_plan_line_names_both_builds_the_starts_their_minutes_and_the_resolution() -> None:
     profile = load_profile("sandbox")
-    line = engine_plan_line(profile, EngineChange(OLD, NEW, serving=True))
-    assert line.startswith("plan: 3 starts on xllamacpp==2026.10.11549 and 3 on xllamacpp==2026.10.11549.0 = "
-                           "6 engine starts of 3 cells x 2 repeats; about ")
-    assert line.endswith("and the move between them (no reboot)")
+    sized = plan_starts(profile, Spread(0.06, "assumed"))
+    line = engine_plan_line(profile, EngineChange(OLD, NEW, serving=True), sized)
+    assert line.startswith(f"plan: {sized.starts} starts on xllamacpp==2026.10.11549 and {sized.starts} on "
+                           "xllamacpp==2026.10.11549.0 (bench.verdicts.starts is 3; more to resolve the tolerance) = "
+                           "about 10 min (")
+    assert "the move between them (no reboot); resolution: 6 vs 6 starts at a start-to-start spread of 6.0 %" in line
 
 
 def test_a_built_image_is_named_with_its_commits() -> None:

@@ -59,12 +59,11 @@ def test_the_fleet_table_names_versions_numbers_and_verdicts() -> None:
         "| rig-a | 590.48.01 → 595.45.04 | 60.0 → 57.0 | -5.0 % | within noise |"]
 
 
-def test_recent_results_of_as_many_engine_starts_as_the_profile_asks_are_the_baseline(tmp_path: Path) -> None:
-    profile = load_profile("sandbox")  # bench.verdicts.starts: 3
-    assert profile.bench.verdicts.starts == 3
+def test_recent_results_of_as_many_engine_starts_as_the_update_asks_are_the_baseline(tmp_path: Path) -> None:
+    profile = load_profile("sandbox")
 
     def baselines(driver: str = "590.48.01", now: datetime = NOW) -> list[Path] | None:
-        return recent_baselines(tmp_path, "rig-a", profile, driver, now=now)
+        return recent_baselines(tmp_path, "rig-a", profile, driver, 3, now=now)
 
     old = [_write_result(tmp_path, f"20261123T03{minute}00Z", NOW - timedelta(minutes=60 - minute), "590.48.01",
                          start=f"s{minute}") for minute in (30, 31)]

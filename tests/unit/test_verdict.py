@@ -66,16 +66,14 @@ def test_a_true_loss_inside_the_tolerance_is_called_worse_at_most_5_percent(desi
 
 @pytest.mark.parametrize("offset", [0.0, 0.06, 0.15])
 def test_two_looks_keep_the_false_claims_of_the_sandbox_tournament_under_5_percent(offset: float) -> None:
-    # The sandbox's one-cell A/A tournament looks twice with up to 4 extra rounds between (its plan); at the
-    # spread measured on a quiet machine (3.5 % a repeat, 6 % a start) identical recipes are mostly same, and a
-    # loss 0.1 % inside the primary's 10 % tolerance is called worse in at most 5 %.
+    # The sandbox's one-cell A/A tournament looks twice with up to 11 extra rounds between (its plan: the budget is
+    # sized for three cells); identical recipes are never claimed better or worse in more than 5 %, and a loss 0.1 %
+    # inside the primary's 5 % tolerance is called worse in at most 5 %.
     sandbox = one_cell(load_profile("sandbox"))
-    assert looks(sandbox) == 2 and extra_rounds(sandbox, 1 + TOURNAMENT_RECIPES) == 4
+    assert looks(sandbox) == 2 and extra_rounds(sandbox, 1 + TOURNAMENT_RECIPES) == 11
     identical = claim_rates(sandbox, 0.035, offset, 0.0, DRAWS, seed=36, starts=STARTS, design=TOURNAMENT)
-    inside = claim_rates(sandbox, 0.035, offset, -0.099, DRAWS, seed=37, starts=STARTS, design=TOURNAMENT)
+    inside = claim_rates(sandbox, 0.035, offset, -0.049, DRAWS, seed=37, starts=STARTS, design=TOURNAMENT)
     assert identical.claimed <= 0.05 and inside.worse <= 0.05 and inside.better == 0.0, (identical, inside)
-    if offset == 0.06:
-        assert identical.same >= 0.5, identical
 
 
 @pytest.mark.parametrize("profile", ["2x-pix", "8x-turin", "4x-threadripper"])
