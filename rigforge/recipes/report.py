@@ -16,10 +16,9 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from rigforge.bench.config import COMPLETIONS
 from rigforge.recipes.cells import (
     DASH,
     Key,
@@ -34,6 +33,7 @@ from rigforge.recipes.cells import (
     where,
 )
 from rigforge.recipes.quality_veto import ANSWERS_DIFFER, judge_trial, quality_json, quality_lines, veto
+from rigforge.recipes.report_claims import claim_cell, claims_table, image_line, wrong_output
 from rigforge.updates.comparison import Comparison, RegressionPolicy, compare
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
@@ -42,8 +42,8 @@ START, DISQUALIFIED = "start", "disqualified"
 SLOWER, NOT_BETTER = WORSE, CANNOT_TELL
 #: What a recipe can be called in the report.
 RECIPE_VERDICTS = (START, BETTER, WORSE, SAME, CANNOT_TELL, ANSWERS_DIFFER, DISQUALIFIED)
-__all__ = ["DASH", "Key", "RECIPE_VERDICTS", "Report", "Trial", "cell_key", "decode_c1", "measured_value", "metric",
-           "where"]
+__all__ = ["DASH", "Key", "RECIPE_VERDICTS", "Report", "Trial", "cell_key", "claim_cell", "claims_table", "decode_c1",
+           "image_line", "measured_value", "metric", "where", "wrong_output"]
 #: The two numbers the table shows per cell.
 TABLE_METRICS = ("decode_tps_per_user", "output_tps")
 
@@ -87,7 +87,17 @@ class RecipeVerdict:
     detail: str
     decode_c1: float | None = None
     primary: float | None = None  # the primary metric's median in the primary cell
-    starts_to_decide: int | None = None  # cannot tell: about how many starts a side would decide
+    starts_to_decide: int | None = None  # cannot tell: about how many starts a side would resolve the tolerance
+    confirmed: bool = False  # better: judged better again in k new starts a side (roles/recipes_decide.confirm_best)
+    resolution: str = ""  # what the starts resolve on the primary at the spread measured (rigforge.updates.resolution)
+    set_aside: str = ""  # the start the one-bad-start rule set aside, said (rigforge.updates.robust)
+
+    @property
+    def label(self) -> str:
+        """The verdict as the report shows it: a ``better`` that was not measured again says so."""
+        if self.verdict != BETTER:
+            return self.verdict
+        return f"{BETTER} (confirmed)" if self.confirmed else f"{BETTER}, unconfirmed"
 
 
 @dataclass(frozen=True)
@@ -115,8 +125,29 @@ def judge_recipe(start: Sequence[Mapping[str, Any]], trial: Trial, policy: Regre
     primary = next((row for row in comparison.cells if row.primary), None)
     deciding = comparison.deciding_cell()
     detail = deciding.describe() if deciding else "no judged cell to compare"
+    seen = comparison.resolution()
+    said = seen.describe() if seen is not None else ""
+    if comparison.verdict == CANNOT_TELL and deciding and deciding.verdict == BETTER and not deciding.primary:
+        detail = ("a judged metric other than the primary moved past its tolerance (only the primary makes better, "
+                  f"and this is not same): {detail}")
+    if comparison.verdict == CANNOT_TELL and said and said not in detail:
+        detail += f"; primary's resolution: {said}"
     return RecipeVerdict(trial.recipe, comparison.verdict, detail, decode_c1(trial.result),
-                         primary_value(trial.starts, policy), primary.starts_to_decide if primary else None)
+                         primary_value(trial.starts, policy), primary.starts_to_decide if primary else None,
+                         resolution=said, set_aside=deciding.set_aside if deciding else "")
+
+
+def confirm(report: Report, recipe: str, line: str) -> Report:
+    """The report with ``recipe``'s ``better`` marked confirmed (judged better again in new starts) and ``line``
+    added to what was spent.
+
+    + report: the tournament's report
+    + recipe: the recipe judged better again
+    + line: what the confirmation measured and found
+    """
+    verdicts = tuple(replace(verdict, confirmed=True) if verdict.recipe == recipe and verdict.verdict == BETTER
+                     else verdict for verdict in report.verdicts)
+    return replace(report, verdicts=verdicts, spent=(*report.spent, line))
 
 
 def best_of(verdicts: Sequence[RecipeVerdict], policy: RegressionPolicy) -> str | None:
@@ -169,6 +200,17 @@ def starts_lines(report: Report) -> list[str]:
     return lines
 
 
+def resolution_lines(report: Report) -> list[str]:
+    """What each comparison's starts resolve on the primary, the starts set aside, and the better ones not
+    measured again: every better the report shows is confirmed or says it is not."""
+    lines = [f"- {verdict.recipe}: {verdict.resolution}" for verdict in report.verdicts if verdict.resolution]
+    lines += [f"- {verdict.recipe}: {verdict.set_aside}" for verdict in report.verdicts if verdict.set_aside]
+    lines += [f"- {verdict.recipe}: better, unconfirmed: only the best recipe judged better is measured again "
+              "(roles/recipes_decide.confirm_best); keep=best never moves the rig to an unconfirmed one"
+              for verdict in report.verdicts if verdict.verdict == BETTER and not verdict.confirmed]
+    return ["", "## What the starts resolve", ""] + lines if lines else []
+
+
 def report_table(report: Report) -> list[str]:
     """Recipes × cells (decode tok/s per user / output tok/s, the median over a recipe's starts of each start's
     value) and each one's verdict."""
@@ -180,7 +222,7 @@ def report_table(report: Report) -> list[str]:
         values = [" / ".join(_fmt(over_starts(trial.starts, name, key)) for name in TABLE_METRICS)
                   for key in report.cells]
         verdict = verdicts[trial.recipe]
-        why = f"{verdict.verdict}: {short(verdict.detail)}" if verdict.verdict != START else START
+        why = f"{verdict.label}: {short(verdict.detail)}" if verdict.verdict != START else START
         lines.append(f"| {trial.recipe} | " + " | ".join(values) + f" | {why.replace('|', '/')} |")
     return lines
 
@@ -196,44 +238,17 @@ def short(reason: str, width: int = 110) -> str:
     return reason if len(reason) <= width else reason[: width - 1] + "…"
 
 
-def claim_cell(claim: Mapping[str, Any], cells: Sequence[Key]) -> Key | None:
-    """The measured completion cell a claim is shown beside: same concurrency, its prompt length or the
-    shortest measured."""
-    same = sorted((key for key in cells if key[0] == COMPLETIONS and key[1] == claim["concurrency"]),
-                  key=lambda key: key[2])
-    wanted = claim.get("input_tokens")
-    if wanted is not None:
-        return next((key for key in same if key[2] == wanted), None)
-    return same[0] if same else None
-
-
-def claims_table(report: Report) -> list[str]:
-    """Each published claim beside the rig's number in the same cell and metric."""
-    lines = ["| recipe | claimed | how the source measured it | source | measured here | here / claimed |",
-             "|---|---|---|---|---|---|"]
-    for trial in report.trials:
-        for claim in trial.claims:
-            key = claim_cell(claim, report.cells)
-            here = over_starts(trial.starts, claim["metric"], key) if key else None
-            label = metric(claim["metric"])
-            cell = f"C={claim['concurrency']}" + (f" in={claim['input_tokens']}" if claim.get("input_tokens") else "")
-            ratio = f"{here / claim['value']:.2f}" if here is not None and claim["value"] else DASH
-            shown = f"{_fmt(here)} ({where(key)})" if key and here is not None else "not measured"
-            lines.append(f"| {trial.recipe} | {claim['value']:g} {label.label} {label.unit} ({cell}) | "
-                         f"{claim['measured']} | {claim['source']} | {shown} | {ratio} |")
-    return lines
-
-
 def report_markdown(report: Report, host: str, stamp: str) -> str:
     """The whole report: the table, the claims, the disqualified ones with why, the best recipe."""
     lines = [f"# Recipe experiment on {host}, {stamp}", "", f"Started on **{report.start}**; each recipe measured "
              "in its own engine starts (interleaved rounds), the median over its starts of each start's value (the "
              "geometric mean of its repeats), decode tok/s per user / output tok/s. Verdicts "
              "(docs/bench.md#verdicts) compare one value per start: better only on the primary metric "
-             f"({report.primary or 'none declared'}), significant across the starts, beyond its tolerance and the "
-             "noise; worse (regression) on any judged metric the same way; same when the primary is surely inside its "
-             "tolerance; cannot tell otherwise.", ""]
+             f"({report.primary or 'none declared'}), its whole interval past its tolerance, and confirmed in new "
+             "starts or labelled unconfirmed; worse (regression) on any judged metric the same way; same when every "
+             "judged metric is surely inside its tolerance; cannot tell otherwise, with what the starts resolve.", ""]
     lines += report_table(report)
+    lines += resolution_lines(report)
     if report.per_start:
         lines += ["", "## Engine starts", ""] + starts_lines(report)
     if report.spent:
@@ -249,19 +264,6 @@ def report_markdown(report: Report, host: str, stamp: str) -> str:
         lines += ["", "## Disqualified", ""] + [f"- **{trial.recipe}**: {trial.disqualified}" for trial in out]
     lines += ["", f"Best: {report.best or 'none judged better than ' + report.start}"]
     return "\n".join(lines) + "\n"
-
-
-def image_line(trial: Trial) -> str:
-    """The image a recipe ran and the commits its git refs resolved to.
-
-    >>> image_line(Trial("wiki", "d", "s", image="rigforge/vllm:9a42", image_git_refs={"VLLM_REF": {
-    ...     "repository": "https://github.com/vllm-project/vllm.git", "ref": "v0.19.1", "commit": "a" * 40}}))
-    'rigforge/vllm:9a42 (VLLM_REF v0.19.1 = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa)'
-    """
-    if trial.image is None:
-        return "no image (a native engine, or it never got one)"
-    refs = ", ".join(f"{arg} {ref.get('ref')} = {ref.get('commit')}" for arg, ref in trial.image_git_refs.items())
-    return trial.image + (f" ({refs})" if refs else "")
 
 
 def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
@@ -282,17 +284,3 @@ def report_json(report: Report, host: str, stamp: str) -> dict[str, Any]:
                      **{key: value for key, value in asdict(verdict).items() if key != "recipe"}}
                     for trial, verdict in zip(report.trials, report.verdicts, strict=True)],
     }
-
-
-def wrong_output(result: dict[str, Any]) -> str:
-    """Why a bench result is not a number to keep: a failed probe (wrong output), a failed cell or check; "" if none."""
-    for probe in result.get("sanity", {}).get("probes", []):
-        if not probe["passed"]:
-            return f"wrong output: {probe['name']}: {probe['detail']}"
-    failed = result.get("failed_checks") or []
-    if failed:
-        return f"failed checks: {', '.join(failed[:4])}"
-    bad = [cell for cell in result.get("cells", []) if cell.get("status") != "ok"]
-    if bad:
-        return f"cell C={bad[0]['concurrency']} in={bad[0]['input_tokens']} failed: {bad[0].get('reason')}"
-    return ""

@@ -18,7 +18,6 @@ from rigforge.recipes.report import (
     BETTER,
     CANNOT_TELL,
     DISQUALIFIED,
-    SAME,
     START,
     WORSE,
     RecipeVerdict,
@@ -92,7 +91,8 @@ def verdicts(report: Any) -> dict[str, str]:
 
 def test_only_the_primary_makes_a_recipe_better_and_the_best_is_the_best_primary() -> None:
     report = build_report(TRIALS, "default", POLICY)
-    assert verdicts(report) == {"default": START, "fast": BETTER, "faster": BETTER, "elsewhere": SAME,
+    # elsewhere: +50 % on a judged metric other than the primary is not better, and (since issue 49) not same either
+    assert verdicts(report) == {"default": START, "fast": BETTER, "faster": BETTER, "elsewhere": CANNOT_TELL,
                                 "vetoed": WORSE, "lost": WORSE, "broken": DISQUALIFIED}
     assert report.best == "faster" and report.primary == "decode C=1 in=128"
     fast = report.verdicts[1]
@@ -162,8 +162,9 @@ REPORT_START = [
     ("Started on **default**; each recipe measured in its own engine starts (interleaved rounds), the median over "
      "its starts of each start's value (the geometric mean of its repeats), decode tok/s per user / output tok/s. "
      "Verdicts (docs/bench.md#verdicts) compare one value per start: better only on the primary metric (decode C=1 "
-     "in=128), significant across the starts, beyond its tolerance and the noise; worse (regression) on any judged "
-     "metric the same way; same when the primary is surely inside its tolerance; cannot tell otherwise."),
+     "in=128), its whole interval past its tolerance, and confirmed in new starts or labelled unconfirmed; worse "
+     "(regression) on any judged metric the same way; same when every judged metric is surely inside its "
+     "tolerance; cannot tell otherwise, with what the starts resolve."),
     "",
     "| recipe | C=1 in=128 | C=2 in=128 | C=1 in=128 (chat) | verdict against default |",
     "|---|---|---|---|---|",
@@ -175,12 +176,22 @@ def test_the_report_says_each_recipes_verdict_its_numbers_claims_images_and_the_
     report = build_report(TRIALS, "default", POLICY, ["fast: 1 more round (2 starts), 40 s"], [["default", "fast"]])
     lines = report_markdown(report, "rig-a", "20261126T1400Z").splitlines()
     assert lines[:len(REPORT_START)] == REPORT_START
-    assert lines[7].startswith("| fast | 33.0 / 66.0 | 20.0 / 40.0 | 50.0 / 100.0 | better: decode C=1 in=128: "
-                               "30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % past toleran")
+    assert lines[7].startswith("| fast | 33.0 / 66.0 | 20.0 / 40.0 | 50.0 / 100.0 | better, unconfirmed: decode C=1 "
+                               "in=128: 30.0 → 33.0 tok/s (+10.0 %; 97.5 % interval +9.7 … +10.3 % past toleran")
+    assert lines[9].startswith("| elsewhere | 30.0 / 60.0 | 30.0 / 60.0 | 50.0 / 100.0 | cannot tell: a judged metric "
+                               "other than the primary moved past its tolerance")
     assert lines[11] == ("| lost | 45.0 / 90.0 | – / – | – / – | worse (regression): decode C=2 in=128: 20.0 → – "
                          "tok/s (failed or missing after in 3 of 3 starts) |")
     assert lines[12] == "| broken | – / – | – / – | – / – | disqualified: did not come up: known failure x (fail): " \
                         "it broke |"
+    # what the starts resolve, and every better not measured again labelled so (issue 49)
+    resolves = ("3 vs 3 starts at a start-to-start spread of 0.1 %: a loss of 5.4 % or more is called worse, \"same\" "
+                "needs a tolerance of ±0.3 % or wider (80 % power; tolerance 5 %)")
+    unconfirmed = ("better, unconfirmed: only the best recipe judged better is measured again (roles/recipes_decide."
+                   "confirm_best); keep=best never moves the rig to an unconfirmed one")
+    assert lines[13:17] == ["", "## What the starts resolve", "", f"- fast: {resolves}"]
+    assert lines[21:23] == [f"- fast: {unconfirmed}", f"- faster: {unconfirmed}"]
+    del lines[13:23]
     assert lines[13:18] == ["", "## Engine starts", "", "- round 1: default fast",
                             "- default: decode C=1 in=128 per start: 30.0, 30.0, 30.0"]
     assert lines[22:27] == ["- lost: decode C=1 in=128 per start: 45.0, 45.0, 45.0", "",
@@ -219,7 +230,7 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
                      "C=2 in=128": {"decode_tps_per_user": 20.0, "output_tps": 40.0},
                      "C=1 in=128 (chat)": {"decode_tps_per_user": 50.0, "output_tps": 100.0}},
         "verdict": START, "detail": "the recipe the rig started on", "decode_c1": 30.0, "primary": 30.0,
-        "starts_to_decide": None}
+        "starts_to_decide": None, "confirmed": False, "resolution": "", "set_aside": ""}
     assert (fast["verdict"], fast["decode_c1"], fast["image"], fast["image_git_refs"]) == (
         BETTER, pytest.approx(33.0), None, {})
     assert {key: broken[key] for key in ("run_dir", "disqualified", "verdict", "detail", "decode_c1")} == {
@@ -228,11 +239,14 @@ def test_the_report_data_holds_what_the_table_shows() -> None:
 
 
 def test_cannot_tell_carries_how_many_engine_starts_would_decide() -> None:
-    start = side_trial("default", result(cell(1, 128, [29.0, 31.0])))
-    maybe = side_trial("maybe", result(cell(1, 128, [32.0, 34.1])))
+    # sized at the tolerance since issue 49: at ±1 % starts a count resolves ±5 %, and the resolution is said
+    start = side_trial("default", result(cell(1, 128, [29.7, 30.3])))
+    maybe = side_trial("maybe", result(cell(1, 128, [32.0, 32.7])))
     verdict = build_report([start, maybe], "default", POLICY).verdicts[1]
     assert verdict.verdict == CANNOT_TELL and verdict.starts_to_decide is not None and verdict.starts_to_decide > 2
-    assert f"about {verdict.starts_to_decide} engine starts a side would decide" in verdict.detail
+    assert f"about {verdict.starts_to_decide} engine starts a side would resolve ±5 %" in verdict.detail
+    assert verdict.resolution.startswith("2 vs 2 starts at a start-to-start spread of") and \
+        verdict.resolution in verdict.detail
 
 
 def test_one_start_a_side_cannot_tell_however_steady_its_repeats() -> None:
@@ -304,7 +318,7 @@ def test_an_image_line_names_every_ref_and_nothing_when_there_are_none() -> None
 
 def test_a_report_without_a_primary_says_none_was_declared() -> None:
     markdown = report_markdown(build_report(TRIALS[:2], "default", RegressionPolicy(POLICY.tolerances)), "h", "s")
-    assert "better only on the primary metric (none declared), significant" in markdown
+    assert "better only on the primary metric (none declared), its whole interval" in markdown
 
 
 def test_a_recipe_with_no_cell_in_common_with_the_start_has_no_judged_cell() -> None:
