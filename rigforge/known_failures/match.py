@@ -29,9 +29,10 @@ MAX_LINE = 240
 UNRECOGNISED = "unrecognised"
 #: Fixed text every line at error level holds, by log (the rig's grep sends these lines beside the needles').
 ERROR_WORDS = {
-    "kernel": ("NVRM", "AER", "DPC", "AMD-Vi", "IO_PAGE_FAULT", "DMAR", "Lockdown", "is rejected", "BUG", "Oops",
-               "general protection", "Kernel panic", "blocked for more than", "Killed process", "out of memory",
-               "Hardware Error", "I/O error", "EXT4-fs error", "nvidia-modeset", "fallen off the bus"),
+    "kernel": ("NVRM", "Uncorrect", "device recovery failed", "can't recover", "DPC: ", "AMD-Vi: Event logged",
+               "IO_PAGE_FAULT", "DMAR: ", "Lockdown: ", "is rejected", "BUG: ", "Oops", "general protection fault",
+               "Kernel panic", "blocked for more than", "Killed process", "Hardware Error", "I/O error",
+               "EXT4-fs error", "nvidia-modeset: ERROR", "fallen off the bus"),
     "engine": ("Error", "ERROR", "error", "Exception", "NVRM:", " E ", "[E", "exited, code=",
                "Failed with result", "CRITICAL", "FATAL", "fatal", "Failed to start", "Dependency failed",
                "repeated too quickly", "could not insert", "Lockdown"),
