@@ -9,6 +9,7 @@ Real lines: each signature's examples (inventory/known-failures.yaml), both held
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +103,8 @@ def test_no_signature_of_a_higher_severity_claims_another_class_line() -> None:
 def test_the_real_lines_are_many_and_of_every_class() -> None:
     rows = real_lines()
     assert len(rows) >= 400
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    assert f"the lines rig-facts quotes, {len(rows)} lines)" in docs
     assert {expected for _, expected in rows} == {signature.id for signature in known_signatures()}
 
 
