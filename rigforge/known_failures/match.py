@@ -56,10 +56,11 @@ ERROR_LINES = {
               r"Loading of .*module.* is rejected|\bBUG: |\bOops\b|general protection fault|Kernel panic|"
               r"blocked for more than \d+ seconds|(?:Out of memory|Memory cgroup out of memory): Killed process|"
               r"\[Hardware Error\]|\bI/O error\b|EXT4-fs error|nvidia-modeset: ERROR|has fallen off the bus",
-    "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|\bERROR\b|\bCRITICAL\b|\bFATAL\b|"
-              r"Error response from daemon|CUDA error\b|\bNVRM: .*(?:failed|[Ee]rror)|"
+    "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|"
+              r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|Error response from daemon|CUDA error\b|\bNVRM: .*(?:failed|[Ee]rror)|"
               r"(?:^|[\s\]]|: )\[?E\d{4} \d|^(?:.*: )?\d+\.\d{2}\.\d{3}\.\d{3} E |"
-              r"(?:Main|Control) process exited, code=(?:exited, status=[1-9]|killed, status=(?!(?:1|2|13|15)/)|dumped)|"
+              r"(?:Main|Control) process exited, code=(?:exited, status=[1-9]|killed, "
+              r"status=(?!(?:1|2|13|15)/)|dumped)|"
               r"Failed with result '|(?:^|systemd\[\d+\]: |\[FAILED\] )Failed to start |Dependency failed for |"
               r"Start request repeated too quickly|could not insert |Lockdown: .* is restricted|"
               r"(?:^|\s)(?:fatal |initialization )?error: |\b(?:error|fatal)\s+: |\bError! ",

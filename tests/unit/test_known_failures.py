@@ -62,10 +62,12 @@ NEAR_MISSES = [
     # another driver's device faulting in the IOMMU (https://github.com/pop-os/pop/issues/853,
     # https://github.com/Dasharo/dasharo-issues/issues/1134, https://github.com/clearlinux/distribution/issues/392): not
     # iommu-io-page-fault's; error lines of another device, so not in the harmless corpus (each is unrecognised, below)
-    "[   10.919607] nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc189000 flags=0x0000]",
+    "[   10.919607] nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc189000 "
+    "flags=0x0000]",
     "[   40.182570] ath10k_pci 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000d address=0xcff49550 "
     "flags=0x0070]",
-    "[  486.617672] nvme 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xf7936000 flags=0x0000]",
+    "[  486.617672] nvme 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xf7936000 "
+    "flags=0x0000]",
     # Xid 1540 is no catalog code: the word boundary keeps it apart from 154
     "NVRM: Xid (PCI:0000:41:00): 1540, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
 ]
