@@ -18,7 +18,7 @@ from rigforge.facts.logs import FailureLogs
 from rigforge.known_failures import Hit, known_signatures, match_lines, signature_data
 from rigforge.known_failures.match import unrecognised_counts
 from rigforge.remote import health_metrics
-from tests.unit.test_known_failures_corpus import VARIANTS
+from tests.unit.test_known_failures_corpus import VARIANTS, corpus, public_lines
 from tests.unit.test_known_failures_heldout import FORMAT_SPLIT, HELDOUT, heldout_lines
 
 ALL = signature_data()
@@ -74,6 +74,12 @@ NEAR_MISSES = [
     "gpu2-ru7:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000] via direct shared memory",
     "NCCL INFO NCCL_SHM_DISABLE set by environment to 0.",
     "modprobe: WARNING: Module nvidia_uvm not found in directory /lib/modules/6.8.0-45-generic",
+    "nvcc warning : Support for offline compilation for architectures prior to '<compute/sm/lto>_75' will be removed",
+    "{1}[Hardware Error]:  aer_cor_status: 0x00001000, aer_cor_mask: 0x00002000",
+    "aer_uncor_status: 0x00000000, aer_uncor_mask: 0x00100000",
+    "pcieport 0000:00:03.1:    [ 7] BadDLLP               ",
+    "systemd[1]: Dependency failed",
+    "WARNING 01-01 00:00:00 [shm_broadcast.py:1] No available shared memory broadcast block found",
 ]
 
 
@@ -105,6 +111,7 @@ def test_the_real_lines_are_many_and_of_every_class() -> None:
     assert len(rows) >= 400
     docs = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
     assert f"the lines rig-facts quotes, {len(rows)} lines)" in docs
+    assert f"{len(corpus())} real harmless lines" in docs and f"and {len(public_lines())} driver, NCCL" in docs
     assert {expected for _, expected in rows} == {signature.id for signature in known_signatures()}
 
 
