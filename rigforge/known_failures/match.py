@@ -233,6 +233,20 @@ def explained(hits: Iterable[Hit]) -> bool:
     return any(hit.severity in ("fail", "blocking") and hit.signature.get("explains", True) for hit in hits)
 
 
+def shown(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits a report shows for one log: a signature that says only that something failed (``explains: false``:
+    a unit's failed result, an engine core that died) is left out when another known failure explains the log.
+
+    >>> died = Hit({"id": "d", "severity": "fail", "explains": False}, "engine", "core died", 1)
+    >>> cause = Hit({"id": "c", "severity": "fail"}, "engine", "out of memory", 1)
+    >>> [hit.id for hit in shown([died, cause])], [hit.id for hit in shown([died])]
+    (['c'], ['d'])
+    """
+    if not explained(hits):
+        return list(hits)
+    return [hit for hit in hits if hit.signature.get("explains", True)]
+
+
 def hit_line(hit: Hit) -> str:
     """The one line that names a hit: id, severity, cause and fix.
 
@@ -255,7 +269,7 @@ def main(signatures: Sequence[Mapping[str, Any]], argv: Sequence[str]) -> int:
         lines = journal.read().splitlines()
     hits = match_lines(signatures, lines, "startup", hung=hung)
     unknown = unrecognised_hit(signatures, lines, "startup")
-    for hit in hits + ([unknown] if unknown and not explained(hits) else []):
+    for hit in shown(hits) + ([unknown] if unknown and not explained(hits) else []):
         print(hit_line(hit))
     return 0
 
