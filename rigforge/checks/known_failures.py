@@ -15,7 +15,7 @@ from typing import Any
 from rigforge.checks.model import Check, HostFacts, advice, failed, ok
 from rigforge.facts.logs import NO_LOGS, FailureLogs
 from rigforge.known_failures import Hit, match_lines, signature_data
-from rigforge.known_failures.match import UNRECOGNISED, explained, unrecognised_hit
+from rigforge.known_failures.match import UNRECOGNISED, explained, shown, unrecognised_hit
 from rigforge.profile import Profile
 
 NAME = "known-failures"
@@ -29,7 +29,8 @@ LOG_NAMES = {"kernel": "kernel log", "engine": "engine journal", "startup": "eng
 
 def find_known_failures(logs: FailureLogs, signatures: Iterable[Mapping[str, Any]] | None = None) -> list[Hit]:
     """Every signature found in the logs: kernel-log ones first, then the engine's, then the bench's; after each
-    log's hits, its unrecognised error lines when no fail or blocking hit explains them.
+    log's hits, its unrecognised error lines when no fail or blocking hit explains them (a hit that says only that
+    something failed, a unit's result, is shown when nothing else explains its log).
 
     + logs: the KnownFailureLogs fact
     + signatures: plain signature mappings (default: the project's)
@@ -48,7 +49,7 @@ def find_known_failures(logs: FailureLogs, signatures: Iterable[Mapping[str, Any
                     seen.add(hit.id)
                     found.append(hit)
         unknown = unrecognised_hit(data, lines, places[0])
-        hits += found + ([unknown] if unknown is not None and not explained(found) else [])
+        hits += shown(found) + ([unknown] if unknown is not None and not explained(found) else [])
     return hits
 
 

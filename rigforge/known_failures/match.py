@@ -29,25 +29,41 @@ MAX_LINE = 240
 UNRECOGNISED = "unrecognised"
 #: Fixed text every line at error level holds, by log (the rig's grep sends these lines beside the needles').
 ERROR_WORDS = {
-    "kernel": ("NVRM",),
+    "kernel": ("NVRM", "Uncorrect", "device recovery failed", "can't recover", "DPC: ", "AMD-Vi: Event logged",
+               "IO_PAGE_FAULT", "DMAR: ", "Lockdown: ", "is rejected", "BUG: ", "Oops", "general protection fault",
+               "Kernel panic", "blocked for more than", "Killed process", "Hardware Error", "I/O error",
+               "EXT4-fs error", "nvidia-modeset: ERROR", "fallen off the bus"),
     "engine": ("Error", "ERROR", "error", "Exception", "NVRM:", " E ", "[E", "exited, code=",
-               "Failed with result"),
+               "Failed with result", "CRITICAL", "FATAL", "fatal", "Failed to start", "Dependency failed",
+               "repeated too quickly", "could not insert", "Lockdown"),
 }
-#: A line at error level, by log. Kernel: the NVIDIA driver's failures (``NVRM:``, ``NVRM`` in older drivers) and
-#: every Xid. Engine: a traceback's last
-#: line (``RuntimeError: ...``, ``torch.OutOfMemoryError: ...``), a logger's ERROR level (vLLM, SGLang, Python's
-#: logging, glog's ``E1206``, llama.cpp's `` E ``), Docker's refusal, a CUDA error, an NVRM failure, a process that
-#: exited non-zero or was killed by a signal systemd does not count as a clean stop (HUP, INT, PIPE, TERM: a restart
-#: is not an error). NCCL's WARN lines are warnings: nccl-warning knows the ones that matter.
+#: A line at error level, by log: the words of the format strings the programs print at error level (the kernel's
+#: pci_err/dev_err/pr_err lines, journald priority err and above; an engine's ERROR and CRITICAL), since the lines the
+#: rig sends carry no priority. Kernel: the NVIDIA driver's failures (``NVRM:``, ``NVRM`` in older drivers) and every
+#: Xid; the AER driver's uncorrectable errors and failed recoveries, DPC containment, IOMMU faults (AMD-Vi, DMAR), a
+#: module refused by lockdown, the kernel's own BUG/Oops/panic/hung task, the OOM killer, machine checks, I/O errors.
+#: Engine: a traceback's last line (``RuntimeError: ...``, ``torch.OutOfMemoryError: ...``), a logger's ERROR,
+#: CRITICAL or FATAL level (vLLM, SGLang, Python's logging, glog's ``E1206``, llama.cpp's `` E ``), Docker's refusal,
+#: a CUDA error, an NVRM failure, a compiler's ``error   :``/``fatal   :``, DKMS's ``Error!``, modprobe's refusal, a
+#: unit that failed to start, a process that exited non-zero or was killed by a signal systemd does not count as a
+#: clean stop (HUP, INT, PIPE, TERM: a restart is not an error). NCCL's WARN lines are warnings: nccl-warning knows
+#: the ones that matter.
 ERROR_LINES = {
     "kernel": r"NVRM:? (?:Xid |.*(?:\b[Ff]ailed\b|\b[Ee]rror\b|[Tt]imed? ?out|Assertion|mismatch|[Cc]annot |"
-              r"unexpected|No firmware))",
-    "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|\bERROR\b|"
-              r"Error response from daemon|CUDA error\b|\bNVRM: .*(?:failed|[Ee]rror)|"
+              r"unexpected|No firmware))|\bAER: (?:.*Uncorrect|device recovery failed|can't recover)|"
+              r"PCIe Bus Error: severity=Uncorrect|\bDPC: (?:containment event|.* detected)|AMD-Vi: Event logged|"
+              r"(?:^|\] )IO_PAGE_FAULT|DMAR: (?:DRHD: handling fault|\[DMA )|Lockdown: .* is restricted|"
+              r"Loading of .*module.* is rejected|\bBUG: |\bOops\b|general protection fault|Kernel panic|"
+              r"blocked for more than \d+ seconds|(?:Out of memory|Memory cgroup out of memory): Killed process|"
+              r"\[Hardware Error\]|\bI/O error\b|EXT4-fs error|nvidia-modeset: ERROR|has fallen off the bus",
+    "engine": r"(?:^|[\s\]:|>(])(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception)(?:: |:?$)|"
+              r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|Error response from daemon|CUDA error\b|\bNVRM: .*(?:failed|[Ee]rror)|"
               r"(?:^|[\s\]]|: )\[?E\d{4} \d|^(?:.*: )?\d+\.\d{2}\.\d{3}\.\d{3} E |"
-              r"Main process exited, code=(?:exited, status=[1-9]|killed, status=(?!(?:1|2|13|15)/)|dumped)|"
-              r"Failed with result '|"
-              r"(?:^|\s)(?:fatal |initialization )?error: ",
+              r"(?:Main|Control) process exited, code=(?:exited, status=[1-9]|killed, "
+              r"status=(?!(?:1|2|13|15)/)|dumped)|"
+              r"Failed with result '|(?:^|systemd\[\d+\]: |\[FAILED\] )Failed to start |Dependency failed for |"
+              r"Start request repeated too quickly|could not insert |Lockdown: .* is restricted|"
+              r"(?:^|\s)(?:fatal |initialization )?error: |\b(?:error|fatal)\s+: |\bError! ",
 }
 #: How a place's lines are read for error level (startup lines are the engine's).
 ERROR_PLACE = {"kernel": "kernel", "engine": "engine", "startup": "engine"}
@@ -193,9 +209,42 @@ def unrecognised_hit(signatures: Iterable[Mapping[str, Any]], lines: Sequence[st
     return Hit(UNRECOGNISED_SIGNATURE, where, unknown[0].strip()[:MAX_LINE], len(unknown))
 
 
+def unrecognised_counts(signatures: Sequence[Mapping[str, Any]], logs: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """How many lines at error level no signature recognises, by log: what the health-metrics collector adds to its
+    ``rigforge_unrecognised_error_lines_total`` counter each run (every such line counts, explained or not).
+
+    + signatures: the signatures as mappings
+    + logs: ``kernel`` and ``engine`` lines (others are ignored: the bench's lines have a verdict of their own)
+
+    >>> unrecognised_counts([], {"kernel": ["ok"], "engine": ["RuntimeError: something new", "fine"]})
+    {'kernel': 0, 'engine': 1}
+    """
+    counts = {}
+    for where in ("kernel", "engine"):
+        hit = unrecognised_hit(signatures, list(logs.get(where, ())), where)
+        counts[where] = hit.count if hit is not None else 0
+    return counts
+
+
 def explained(hits: Iterable[Hit]) -> bool:
-    """True when a known failure of severity fail or blocking explains a log (its other error lines follow it)."""
-    return any(hit.severity in ("fail", "blocking") for hit in hits)
+    """True when a known failure of severity fail or blocking explains a log (its other error lines follow it); a
+    signature that says only that something failed (``explains: false``: a unit's result, an engine core that died)
+    explains nothing: the line that says why is still shown."""
+    return any(hit.severity in ("fail", "blocking") and hit.signature.get("explains", True) for hit in hits)
+
+
+def shown(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits a report shows for one log: a signature that says only that something failed (``explains: false``:
+    a unit's failed result, an engine core that died) is left out when another known failure explains the log.
+
+    >>> died = Hit({"id": "d", "severity": "fail", "explains": False}, "engine", "core died", 1)
+    >>> cause = Hit({"id": "c", "severity": "fail"}, "engine", "out of memory", 1)
+    >>> [hit.id for hit in shown([died, cause])], [hit.id for hit in shown([died])]
+    (['c'], ['d'])
+    """
+    if not explained(hits):
+        return list(hits)
+    return [hit for hit in hits if hit.signature.get("explains", True)]
 
 
 def hit_line(hit: Hit) -> str:
@@ -220,7 +269,7 @@ def main(signatures: Sequence[Mapping[str, Any]], argv: Sequence[str]) -> int:
         lines = journal.read().splitlines()
     hits = match_lines(signatures, lines, "startup", hung=hung)
     unknown = unrecognised_hit(signatures, lines, "startup")
-    for hit in hits + ([unknown] if unknown and not explained(hits) else []):
+    for hit in shown(hits) + ([unknown] if unknown and not explained(hits) else []):
         print(hit_line(hit))
     return 0
 

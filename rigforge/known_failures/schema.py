@@ -26,6 +26,8 @@ SIGNATURES_FILE = Path(__file__).resolve().parents[2] / "inventory" / "known-fai
 Where = Literal["kernel", "engine", "startup", "bench"]
 Severity = Literal["blocking", "fail", "warn"]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+#: A pattern is written for a program's whole family of messages: several of its format strings.
+PatternText = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
 #: A source names every public page its lines come from.
 Sources = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
 
@@ -43,6 +45,8 @@ class Signature(BaseModel):
       when the failure prints more than one way (a matching line holds one of them)
     + pattern: Python regular expression searched in a line
     + hang_only: the line is normal unless the engine hung right after it (see the YAML header)
+    + explains: False when the line says that something failed, not why (a unit's failed result, an engine's
+      core that died): the log's unrecognised error lines are still shown beside it
     + severity: blocking (wedged GPU or link), fail, warn
     + severity_by: the severity a value of one of the pattern's named groups sets instead (Xid 154's carried
       ``action``: ``None`` is warn, a reset is blocking)
@@ -57,8 +61,9 @@ class Signature(BaseModel):
     id: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{2,60}$")]
     where: Annotated[list[Where], Field(min_length=1)]
     needle: Text | Annotated[list[Text], Field(min_length=1)]
-    pattern: Text
+    pattern: PatternText
     hang_only: bool = False
+    explains: bool = True
     severity: Severity
     severity_by: dict[str, dict[str, Severity]] = {}
     cause: Text

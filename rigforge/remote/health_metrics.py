@@ -271,6 +271,12 @@ def collect(config: Mapping[str, Any], state: dict[str, Any]) -> list[Sample]:
     for signature_id, count in new.items():
         state["lines"][signature_id] = state["lines"].get(signature_id, 0) + count
     samples += known_failure_samples(config["signatures"], state["lines"], new)
+    # Error lines no signature knows, by log: the matcher's count, summed since boot like the known ones.
+    unknown = state.setdefault("unrecognised", {})
+    for log, count in matcher.unrecognised_counts(config["signatures"], logs).items():
+        unknown[log] = unknown.get(log, 0) + count
+    samples += [("rigforge_unrecognised_error_lines_total", {"log": log}, float(count))
+                for log, count in sorted(unknown.items())]
     samples += engine_samples(config["engine"]["unit"], config["engine"]["health_url"])
     samples += bench_samples(config["bench"])
     samples += disk_samples(config["disks"])
