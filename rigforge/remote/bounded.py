@@ -26,8 +26,22 @@ class Finished(NamedTuple):
     stderr: str
 
 
+class PartCut(Exception):
+    """A part that ran into a bound of its own (a command that did not answer) but has values all the same.
+
+    + value: what the part returns without the command (its other samples)
+    + timed_out: whether a bound cut it (reported as the part's timeout), not another failure
+    """
+
+    def __init__(self, message: str, value: Any = None, timed_out: bool = True) -> None:
+        super().__init__(message)
+        self.value = value
+        self.timed_out = timed_out
+
+
 class PartResult(NamedTuple):
-    """What a part returned, or why it did not: ``error`` is None when it finished in time without raising."""
+    """What a part returned, or why it did not: ``error`` is None when it finished in time without raising.
+    ``value`` may be set beside an error: the values a part cut short still had (``PartCut``)."""
 
     value: Any
     error: Optional[str]
@@ -67,11 +81,14 @@ def run_parts(parts: Mapping[str, tuple[Callable[[], Any], float]]) -> dict[str,
 
     def runner(name: str, part: Callable[[], Any]) -> None:
         begin = time.monotonic()
+        cut = False
         try:
             value, error = part(), None
+        except PartCut as exc:
+            value, error, cut = exc.value, str(exc), exc.timed_out
         except Exception as exc:  # noqa: BLE001 - a part's failure is its metric, never the run's end
             value, error = None, f"{type(exc).__name__}: {exc}"
-        results[name] = PartResult(value, error, False, time.monotonic() - begin)
+        results[name] = PartResult(value, error, cut, time.monotonic() - begin)
 
     for name, (part, _) in parts.items():
         threads[name] = threading.Thread(target=runner, args=(name, part), name=f"part-{name}", daemon=True)

@@ -211,7 +211,7 @@ def gpu_samples(expected: Optional[Mapping[str, Any]], query: Query) -> list[Sam
         samples += [("rigforge_nvidia_smi_exit_code", {}, float(query.exit_code)),
                     ("rigforge_nvidia_smi_fields_refused", {}, float(len(query.refused)))]
     if query.exit_code in VALID_OUTPUT_CODES:
-        samples.append(("rigforge_gpu_inforom_valid", {}, 0.0 if query.exit_code == 14 else 1.0))
+        samples.append(("rigforge_nvidia_smi_inforom_valid", {}, 0.0 if query.exit_code == 14 else 1.0))
     for gpu in gpus:
         samples += one_gpu(gpu, expected or {})
     return samples

@@ -30,12 +30,12 @@ from typing import Any, Callable, Optional
 
 try:  # the repository (tests); on the rig the modules lie beside this file
     from rigforge.remote import gpu_errors, gpu_health
-    from rigforge.remote.bounded import PartResult, run_bounded, run_parts
+    from rigforge.remote.bounded import PartCut, PartResult, run_bounded, run_parts
     from rigforge.remote.metric_help import HELP
 except ImportError:  # pragma: no cover - the rig's layout
     import gpu_errors  # type: ignore[no-redef]
     import gpu_health  # type: ignore[no-redef]
-    from bounded import PartResult, run_bounded, run_parts  # type: ignore[no-redef]
+    from bounded import PartCut, PartResult, run_bounded, run_parts  # type: ignore[no-redef]
     from metric_help import HELP  # type: ignore[no-redef]
 
 Sample = gpu_health.Sample
@@ -156,7 +156,7 @@ def read_journal(config: Mapping[str, Any], state: Mapping[str, Any]) -> dict[st
     done = run_bounded(journal_argv(config["engine"]["unit"], config["bench_ident"], state["cursor"]),
                        timeouts(config)["journal"] - 1)
     if done is None:
-        raise TimeoutError("journalctl did not answer")
+        raise PartCut("journalctl did not answer")
     logs, cursor, kernel = parse_journal(done.stdout, config["bench_ident"])
     lines = dict(state["lines"])
     for signature_id, count in count_known_failures(matcher, config["signatures"], logs).items():
@@ -166,12 +166,13 @@ def read_journal(config: Mapping[str, Any], state: Mapping[str, Any]) -> dict[st
     return {"cursor": cursor or state["cursor"], "lines": lines, "xids": xids}
 
 
-def engine_samples(unit: str, health_url: str) -> list[Sample]:
-    """The unit's state, its automatic restarts and start time, and whether its health endpoint answers."""
+def engine_samples(unit: str, health_url: str, health_timeout_s: float) -> list[Sample]:
+    """The unit's state, its automatic restarts and start time, whether its health endpoint answers, and how long
+    a start may take to answer (the profile's)."""
     show = run_bounded(["systemctl", "show", "--timestamp=unix", "-p", "ActiveState", "-p", "NRestarts",
                         "-p", "ActiveEnterTimestamp", unit], ENGINE_CALL_S)
     if show is None:
-        raise TimeoutError("systemctl show did not answer")
+        raise PartCut("systemctl show did not answer")
     props = dict(line.split("=", 1) for line in show.stdout.splitlines() if "=" in line)
     active = props.get("ActiveState") == "active"
     healthy = False
@@ -182,7 +183,8 @@ def engine_samples(unit: str, health_url: str) -> list[Sample]:
         except OSError:
             healthy = False
     samples: list[Sample] = [("rigforge_engine_unit_active", {}, float(active)),
-                             ("rigforge_engine_up", {}, float(healthy))]
+                             ("rigforge_engine_up", {}, float(healthy)),
+                             ("rigforge_engine_health_timeout_seconds", {}, float(health_timeout_s))]
     if props.get("NRestarts", "").isdigit():
         samples.append(("rigforge_engine_restarts_total", {}, float(props["NRestarts"])))
     started = props.get("ActiveEnterTimestamp", "").lstrip("@")
@@ -236,16 +238,17 @@ def pcie_samples(state: Mapping[str, Any], now: float, timeout_s: float) -> tupl
     """The pcie part: AER counters every run, replay counters from ``nvidia-smi -q`` every REPLAY_EVERY_S."""
     uuids = gpu_errors.gpu_uuids()
     replays = dict(state.get("replays") or {"at": 0.0, "values": {}})
+    aer = gpu_errors.aer_samples(uuids)
     if uuids and now - replays["at"] >= gpu_errors.REPLAY_EVERY_S:
         try:
             done = run_bounded(gpu_errors.replay_argv(), timeout_s)
         except FileNotFoundError:
             done = None
         if done is None or done.returncode not in gpu_health.VALID_OUTPUT_CODES:
-            raise RuntimeError("nvidia-smi -q gave no replay counters")
+            last = gpu_errors.replay_samples(replays["values"], uuids)  # the last counts, as the journal's
+            raise PartCut("nvidia-smi -q gave no replay counters", ([*last, *aer], {}), timed_out=done is None)
         replays = {"at": now, "values": gpu_errors.parse_replays(done.stdout)}
-    return ([*gpu_errors.replay_samples(replays["values"], uuids), *gpu_errors.aer_samples(uuids)],
-            {"replays": replays})
+    return [*gpu_errors.replay_samples(replays["values"], uuids), *aer], {"replays": replays}
 
 
 def timeouts(config: Mapping[str, Any]) -> dict[str, float]:
@@ -256,17 +259,20 @@ def timeouts(config: Mapping[str, Any]) -> dict[str, float]:
 def gpu_part(config: Mapping[str, Any]) -> list[Sample]:
     """The gpu part: the query, the driver's versions."""
     query = gpu_health.run_query(timeouts(config)["gpu"] - 1)
-    return [*gpu_health.gpu_samples(config["gpus"], query), *gpu_health.driver_samples(query.error)]
+    samples = [*gpu_health.gpu_samples(config["gpus"], query), *gpu_health.driver_samples(query.error)]
+    if query.output is None and query.error is not None and query.exit_code is None:
+        raise PartCut(query.error, samples)  # it did not answer: 0 GPUs found, and the part says why
+    return samples
 
 
 def collect(config: Mapping[str, Any], state: dict[str, Any]) -> list[Sample]:
     """Every sample but the run's own cost, each part within its bound; updates ``state`` from the parts that
     finished (a journal read that did not keeps the cursor, and the last counts are written again)."""
-    bounds = timeouts(config)
+    bounds, engine = timeouts(config), config["engine"]
     parts: dict[str, tuple[Callable[[], Any], float]] = {
         "gpu": (lambda: gpu_part(config), bounds["gpu"]),
         "journal": (lambda: read_journal(config, state), bounds["journal"]),
-        "engine": (lambda: engine_samples(config["engine"]["unit"], config["engine"]["health_url"]),
+        "engine": (lambda: engine_samples(engine["unit"], engine["health_url"], engine["health_timeout_s"]),
                    bounds["engine"]),
         "bench": (lambda: bench_samples(config["bench"]), bounds["bench"]),
         "disks": (lambda: disk_samples(config["disks"]), bounds["disks"]),
@@ -278,11 +284,11 @@ def collect(config: Mapping[str, Any], state: dict[str, Any]) -> list[Sample]:
         state.update(journal.value)
     samples: list[Sample] = [*known_failure_samples(config["signatures"], state["lines"]),
                              *gpu_errors.xid_samples(state.get("xids", {}), gpu_errors.gpu_uuids())]
-    if pcie.error is None:
+    if pcie.value is not None:
         samples += pcie.value[0]
         state.update(pcie.value[1])
     for result in results.values():
-        samples += result.value if result.error is None else []
+        samples += result.value or []
     return [*samples, *part_samples({**results, "journal": journal, "pcie": pcie})]
 
 

@@ -26,7 +26,7 @@ HELP = {
     "rigforge_nvidia_smi_exit_code": "The query's exit status (man nvidia-smi, RETURN VALUE); absent when it "
                                      "timed out.",
     "rigforge_nvidia_smi_fields_refused": "Query fields this driver does not know, left out of the query.",
-    "rigforge_gpu_inforom_valid": "0 when nvidia-smi exits 14: a GPU's infoROM is corrupted.",
+    "rigforge_nvidia_smi_inforom_valid": "0 when nvidia-smi exits 14: a GPU's infoROM is corrupted.",
     "rigforge_gpu_info": "One series per GPU: its name, UUID and PCI bus id.",
     "rigforge_gpu_model_as_expected": "1 when the GPU's name holds the profile's gpus.model.",
     "rigforge_gpu_pcie_link_gen_current": "PCIe generation the link runs at now (an idle GPU trains down).",
@@ -75,6 +75,7 @@ HELP = {
     "rigforge_engine_up": "1 when the engine's unit is active and its health endpoint answers 200.",
     "rigforge_engine_restarts_total": "Automatic restarts systemd made of the engine's unit (NRestarts).",
     "rigforge_engine_started_timestamp_seconds": "When the engine's unit last became active (unix seconds).",
+    "rigforge_engine_health_timeout_seconds": "Seconds a start may take to answer healthy (engine.health_timeout_s).",
     "rigforge_bench_present": "1 when the rig holds a smoke bench result.",
     "rigforge_bench_timestamp_seconds": "When the last smoke bench finished (unix seconds).",
     "rigforge_bench_primary_value": "The last smoke bench's primary metric (bench.primary), its cell's median.",
