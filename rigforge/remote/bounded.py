@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 
 class Finished(NamedTuple):
@@ -44,12 +44,12 @@ class PartResult(NamedTuple):
     ``value`` may be set beside an error: the values a part cut short still had (``PartCut``)."""
 
     value: Any
-    error: Optional[str]
+    error: str | None
     timed_out: bool
     seconds: float
 
 
-def run_bounded(argv: Sequence[str], timeout_s: float) -> Optional[Finished]:
+def run_bounded(argv: Sequence[str], timeout_s: float) -> Finished | None:
     """Run ``argv``; None when it did not end within ``timeout_s`` (it is killed and not waited for).
 
     FileNotFoundError when the program does not exist, as ``subprocess.run`` raises it.

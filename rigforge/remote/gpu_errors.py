@@ -18,7 +18,6 @@ import glob
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Optional
 
 try:  # the repository (tests); on the rig the modules lie beside this file
     from rigforge.remote.gpu_health import NVIDIA_SMI, Sample, bus_id, number
@@ -81,7 +80,7 @@ def replay_argv() -> list[str]:
 def parse_replays(text: str) -> dict[str, dict[str, float]]:
     """``nvidia-smi -q`` -> PCI address -> {"replays": n, "rollovers": n} (a GPU that reports neither is left out)."""
     found: dict[str, dict[str, float]] = {}
-    current: Optional[str] = None
+    current: str | None = None
     names = {"Replays Since Reset": "replays", "Replay Number Rollovers": "rollovers"}
     for line in text.splitlines():
         section = _SECTION.match(line)
@@ -133,5 +132,5 @@ def aer_samples(uuids: Mapping[str, str], sysfs: str = SYSFS_PCI) -> list[Sample
         for end, path in ends.items():
             for severity, total in read_aer(path).items():
                 samples.append(("rigforge_gpu_pcie_aer_errors_total",
-                                {"pci_bus_id": pci, "uuid": uuid, "link_end": end, "severity": severity}, total))
+                                {"pci_bus_id": pci, "uuid": uuid, "link_end": end, "aer_severity": severity}, total))
     return samples

@@ -18,8 +18,8 @@ import glob
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable, NamedTuple, Optional
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 try:  # the repository (tests); on the rig the module lies beside this file
     from rigforge.remote.bounded import run_bounded
@@ -70,9 +70,9 @@ _BUS_ID = re.compile(r"^(?:PCI:)?([0-9A-Fa-f]+):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2}
 class Query(NamedTuple):
     """One run of the query: its CSV (None when there is none), its message, exit status and refused fields."""
 
-    output: Optional[str]
-    error: Optional[str]
-    exit_code: Optional[int] = None
+    output: str | None
+    error: str | None
+    exit_code: int | None = None
     refused: tuple[str, ...] = ()
 
 
@@ -108,7 +108,7 @@ def run_query(timeout_s: float = 20) -> Query:
         return Query(table, message, done.returncode, tuple(refused))
 
 
-def parse_query_csv(text: str) -> list[dict[str, Optional[str]]]:
+def parse_query_csv(text: str) -> list[dict[str, str | None]]:
     """``--format=csv`` output -> one mapping per GPU, keyed by field name (units in the header dropped).
 
     A value nvidia-smi cannot give (``[N/A]``, ``N/A``, ``[Not Supported]``) is None. A line that is not a row of
@@ -130,18 +130,18 @@ def parse_query_csv(text: str) -> list[dict[str, Optional[str]]]:
     return gpus
 
 
-def number(value: Optional[str]) -> Optional[float]:
+def number(value: str | None) -> float | None:
     """The first number of a value (``600.00 W`` -> 600.0), None when there is none."""
     found = _NUMBER.search(value or "")
     return float(found.group()) if found else None
 
 
-def flag(value: Optional[str]) -> Optional[float]:
+def flag(value: str | None) -> float | None:
     """``Yes``/``Active``/``Enabled`` -> 1, ``No``/``Not Active``/``Disabled`` -> 0, None when not reported."""
     return None if value is None else float(value.strip().lower() in ("yes", "active", "enabled", "1"))
 
 
-def bus_id(value: Optional[str]) -> str:
+def bus_id(value: str | None) -> str:
     """A PCI address in sysfs' form: nvidia-smi's ``00000000:41:00.0`` and an Xid's ``PCI:0000:41:00`` alike.
 
     >>> bus_id("00000000:41:00.0"), bus_id("PCI:0000:C1:00")
@@ -154,13 +154,13 @@ def bus_id(value: Optional[str]) -> str:
     return f"{int(domain, 16):04x}:{bus.lower()}:{device.lower()}.{function or '0'}"
 
 
-def scaled(factor: float) -> Callable[[Optional[str]], Optional[float]]:
+def scaled(factor: float) -> Callable[[str | None], float | None]:
     """A number in the unit nvidia-smi prints -> the base unit (MHz -> Hz, MiB -> bytes, % -> ratio, us -> s)."""
     return lambda value: None if (found := number(value)) is None else found * factor
 
 
 #: field -> (metric, extra labels, how its text becomes a value). ``_total`` names are counters (since driver load).
-VALUES: dict[str, tuple[str, dict[str, str], Callable[[Optional[str]], Optional[float]]]] = {
+VALUES: dict[str, tuple[str, dict[str, str], Callable[[str | None], float | None]]] = {
     "pcie.link.gen.gpucurrent": ("rigforge_gpu_pcie_link_gen_current", {}, number),
     "pcie.link.gen.max": ("rigforge_gpu_pcie_link_gen_max", {}, number),
     "pcie.link.width.current": ("rigforge_gpu_pcie_link_width_current", {}, number),
@@ -193,7 +193,7 @@ VALUES: dict[str, tuple[str, dict[str, str], Callable[[Optional[str]], Optional[
 }
 
 
-def gpu_samples(expected: Optional[Mapping[str, Any]], query: Query) -> list[Sample]:
+def gpu_samples(expected: Mapping[str, Any] | None, query: Query) -> list[Sample]:
     """Every GPU series: counts, nvidia-smi's state, and per GPU the values beside the profile's expectations.
 
     + expected: the profile's ``gpus`` (count, model, pcie_gen, pcie_width, persistence_mode, power_limit_w),
@@ -217,12 +217,12 @@ def gpu_samples(expected: Optional[Mapping[str, Any]], query: Query) -> list[Sam
     return samples
 
 
-def gpu_labels(gpu: Mapping[str, Optional[str]]) -> dict[str, str]:
+def gpu_labels(gpu: Mapping[str, str | None]) -> dict[str, str]:
     """The labels of every series of one GPU: its index, UUID and PCI address."""
     return {"gpu": gpu.get("index") or "?", "uuid": gpu.get("uuid") or "", "pci_bus_id": bus_id(gpu.get("pci.bus_id"))}
 
 
-def one_gpu(gpu: Mapping[str, Optional[str]], expected: Mapping[str, Any]) -> list[Sample]:
+def one_gpu(gpu: Mapping[str, str | None], expected: Mapping[str, Any]) -> list[Sample]:
     """The series of one GPU."""
     labels = gpu_labels(gpu)
     samples: list[Sample] = [("rigforge_gpu_info", {**labels, "name": gpu.get("name") or ""}, 1.0)]
@@ -244,7 +244,7 @@ def one_gpu(gpu: Mapping[str, Optional[str]], expected: Mapping[str, Any]) -> li
     return samples
 
 
-def driver_samples(query_error: Optional[str], module_file: str = MODULE_VERSION,
+def driver_samples(query_error: str | None, module_file: str = MODULE_VERSION,
                    libraries: str = NVML_LIBRARIES) -> list[Sample]:
     """The loaded module against the installed user-space driver: a reboot is pending when they differ.
 

@@ -24,9 +24,9 @@ import resource
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any
 
 try:  # the repository (tests); on the rig the modules lie beside this file
     from rigforge.remote import gpu_errors, gpu_health
@@ -94,7 +94,7 @@ def read_state(path: str, boot_id: str) -> dict[str, Any]:
     return state
 
 
-def journal_argv(unit: str, bench_ident: str, cursor: Optional[str]) -> list[str]:
+def journal_argv(unit: str, bench_ident: str, cursor: str | None) -> list[str]:
     """One journalctl read: this boot's kernel, engine-unit and bench entries after the cursor, as JSON."""
     argv = ["journalctl", "-b", "--no-pager", "-q", "-o", "json", "--output-fields=MESSAGE,SYSLOG_IDENTIFIER"]
     if cursor:
@@ -103,7 +103,7 @@ def journal_argv(unit: str, bench_ident: str, cursor: Optional[str]) -> list[str
             f"SYSLOG_IDENTIFIER={bench_ident}"]
 
 
-def parse_journal(text: str, bench_ident: str) -> tuple[dict[str, list[str]], Optional[str], list[tuple[str, float]]]:
+def parse_journal(text: str, bench_ident: str) -> tuple[dict[str, list[str]], str | None, list[tuple[str, float]]]:
     """journalctl's JSON lines -> lines per log (kernel, engine, bench), the last entry's cursor, and the kernel's
     lines with when they were logged (unix seconds)."""
     logs: dict[str, list[str]] = {"kernel": [], "engine": [], "bench": []}

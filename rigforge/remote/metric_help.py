@@ -66,7 +66,7 @@ HELP = {
     "rigforge_gpu_pcie_replays_total": "PCIe replays since the GPU's reset (nvidia-smi's Replays Since Reset).",
     "rigforge_gpu_pcie_replay_rollovers_total": "Times the GPU's replay counter rolled over.",
     "rigforge_gpu_pcie_aer_errors_total": "AER errors the kernel counted on the GPU's link (link_end: gpu, "
-                                          "upstream; severity: correctable, nonfatal, fatal).",
+                                          "upstream; aer_severity: correctable, nonfatal, fatal).",
     "rigforge_nvidia_driver_present": "1 when an NVIDIA kernel module or user-space driver is installed.",
     "rigforge_nvidia_driver_info": "The loaded kernel module's and the installed user-space driver's versions.",
     "rigforge_driver_reboot_pending": "1 when the user-space driver is not the loaded module (reboot pending).",

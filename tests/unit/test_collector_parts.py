@@ -90,7 +90,7 @@ def test_the_real_h200_under_load_and_idle() -> None:
     assert values(load, "rigforge_gpu_utilization_ratio") == [(H200, 1.0)]
     assert values(load, "rigforge_gpu_memory_used_bytes") == [(H200, 883 * 2**20)]
     assert values(load, "rigforge_gpu_temperature_margin_celsius") == [(H200, 32.0)]
-    seconds = dict((labels["reason"], value) for labels, value in values(load, "rigforge_gpu_clocks_event_seconds_total"))
+    seconds = {labels["reason"]: value for labels, value in values(load, "rigforge_gpu_clocks_event_seconds_total")}
     assert seconds["sw_power_cap"] == pytest.approx(51.391793)
     idle = gpu_health.gpu_samples(None, gpu_health.Query((CAPTURE / "collector-query-idle.csv").read_text(), None, 0))
     assert ({**H200, "reason": "gpu_idle"}, 1.0) in values(idle, "rigforge_gpu_clocks_event_reason_active")
@@ -127,7 +127,8 @@ def test_failing_statuses_are_told_apart(smi: pytest.MonkeyPatch, tmp_path: Path
     assert (query.exit_code, query.output) == (6, None)
     assert query.error == "nvidia-smi exited 6 (a query to find an object was unsuccessful): No devices were found"
     samples = gpu_health.gpu_samples({"count": 2}, query)
-    assert values(samples, "rigforge_gpus_found") == [({}, 0.0)] and not values(samples, "rigforge_nvidia_smi_inforom_valid")
+    assert values(samples, "rigforge_gpus_found") == [({}, 0.0)]
+    assert not values(samples, "rigforge_nvidia_smi_inforom_valid")
     # Hand-written: a GPU gone from the bus (exit 15) while another answers; the one that answers is counted.
     lost = tmp_path / "lost.csv"
     rows = (CAPTURE / "collector-query-load.csv").read_text().splitlines()
@@ -184,9 +185,9 @@ def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # lets the stuck reader go
     assert time.monotonic() - started < 300
     text = (tmp_path / "rigforge.prom").read_text()
-    for line in ('rigforge_health_metrics_part_timed_out{part="gpu"} 1', 'rigforge_health_metrics_part_ok{part="gpu"} 0',
-                 'rigforge_health_metrics_part_timed_out{part="bench"} 1', 'rigforge_health_metrics_part_ok{part="journal"} 1',
-                 'rigforge_health_metrics_part_ok{part="engine"} 1', "rigforge_engine_unit_active 1",
+    part = "rigforge_health_metrics_part"
+    for line in (f'{part}_timed_out{{part="gpu"}} 1', f'{part}_ok{{part="gpu"}} 0', f'{part}_timed_out{{part="bench"}} 1',
+                 f'{part}_ok{{part="journal"}} 1', f'{part}_ok{{part="engine"}} 1', "rigforge_engine_unit_active 1",
                  "rigforge_gpus_found 0", "rigforge_nvidia_smi_ok 0",
                  'rigforge_known_failure_lines_total{id="xid-79-fallen-off-bus",failure_severity="blocking"} 1',
                  'rigforge_gpu_xid_errors_total{xid="79",pci_bus_id="0000:41:00.0",uuid=""} 1',
@@ -242,6 +243,6 @@ def test_replays_from_the_real_report_and_aer_where_sysfs_has_it(tmp_path: Path)
     (tmp_path / "bus" / "0000:41:00.0").symlink_to(gpu)
     samples = gpu_errors.aer_samples({"0000:41:00.0": "GPU-x"}, str(tmp_path / "bus"))
     assert values(samples, "rigforge_gpu_pcie_aer_errors_total") == [
-        ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "gpu", "severity": "correctable"}, 5.0),
-        ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "gpu", "severity": "fatal"}, 0.0),
-        ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "upstream", "severity": "correctable"}, 7.0)]
+        ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "gpu", "aer_severity": "correctable"}, 5.0),
+        ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "gpu", "aer_severity": "fatal"}, 0.0),
+        ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "upstream", "aer_severity": "correctable"}, 7.0)]
