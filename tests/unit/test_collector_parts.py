@@ -187,7 +187,8 @@ def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest
     text = (tmp_path / "rigforge.prom").read_text()
     part = "rigforge_health_metrics_part"
     for line in (f'{part}_timed_out{{part="gpu"}} 1', f'{part}_ok{{part="gpu"}} 0',
-                 f'{part}_timed_out{{part="bench"}} 1', f'{part}_ok{{part="journal"}} 1', f'{part}_ok{{part="engine"}} 1', "rigforge_engine_unit_active 1",
+                 f'{part}_timed_out{{part="bench"}} 1', f'{part}_ok{{part="journal"}} 1',
+                 f'{part}_ok{{part="engine"}} 1', "rigforge_engine_unit_active 1",
                  "rigforge_gpus_found 0", "rigforge_nvidia_smi_ok 0",
                  'rigforge_known_failure_lines_total{id="xid-79-fallen-off-bus",failure_severity="blocking"} 1',
                  'rigforge_gpu_xid_errors_total{xid="79",pci_bus_id="0000:41:00.0",uuid=""} 1',
