@@ -30,7 +30,7 @@ REMOTE_SOURCES = Path(__file__).resolve().parents[1] / "remote"
 COLLECTOR_FILES = {
     COLLECTOR_SCRIPT: REMOTE_SOURCES / "health_metrics.py",
     **{f"{COLLECTOR_DIR}/{name}": REMOTE_SOURCES / name
-       for name in ("bounded.py", "gpu_health.py", "gpu_errors.py", "metric_help.py")},
+       for name in ("bounded.py", "gpu_health.py", "gpu_errors.py", "journal_health.py", "metric_help.py")},
     f"{COLLECTOR_DIR}/{MATCHER_MODULE}.py": Path(match.__file__),
 }
 #: What rigforge publishes on every rig for an owner's Prometheus and Grafana (and what the role reads).

@@ -17,7 +17,6 @@ renamed over it, so node_exporter never serves half a file; what the run cost in
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import resource
@@ -31,15 +30,16 @@ from typing import Any
 try:  # the repository (tests); on the rig the modules lie beside this file
     from rigforge.remote import gpu_errors, gpu_health
     from rigforge.remote.bounded import PartCut, PartResult, run_bounded, run_parts
+    from rigforge.remote.journal_health import known_failure_samples, read_journal
     from rigforge.remote.metric_help import HELP
 except ImportError:  # pragma: no cover - the rig's layout
     import gpu_errors  # type: ignore[no-redef]
     import gpu_health  # type: ignore[no-redef]
     from bounded import PartCut, PartResult, run_bounded, run_parts  # type: ignore[no-redef]
+    from journal_health import known_failure_samples, read_journal  # type: ignore[no-redef]
     from metric_help import HELP  # type: ignore[no-redef]
 
 Sample = gpu_health.Sample
-KERNEL_IDENT = "kernel"
 #: Seconds each part may take (the config's ``timeouts_s`` may say otherwise); the unit's start timeout covers the
 #: longest and Python's own start (rigforge.monitoring.collector.START_TIMEOUT_S).
 PART_TIMEOUTS_S = {"gpu": 20.0, "journal": 20.0, "engine": 10.0, "bench": 5.0, "disks": 5.0, "pcie": 15.0}
@@ -92,78 +92,6 @@ def read_state(path: str, boot_id: str) -> dict[str, Any]:
         state = {"boot_id": boot_id, "cursor": None, "lines": {}, "xids": {}, "replays": None, "cpu_seconds": 0.0,
                  "writes": 0}
     return state
-
-
-def journal_argv(unit: str, bench_ident: str, cursor: str | None) -> list[str]:
-    """One journalctl read: this boot's kernel, engine-unit and bench entries after the cursor, as JSON."""
-    argv = ["journalctl", "-b", "--no-pager", "-q", "-o", "json", "--output-fields=MESSAGE,SYSLOG_IDENTIFIER"]
-    if cursor:
-        argv.append(f"--after-cursor={cursor}")
-    return [*argv, f"_SYSTEMD_UNIT={unit}", "+", f"SYSLOG_IDENTIFIER={KERNEL_IDENT}", "+",
-            f"SYSLOG_IDENTIFIER={bench_ident}"]
-
-
-def parse_journal(text: str, bench_ident: str) -> tuple[dict[str, list[str]], str | None, list[tuple[str, float]]]:
-    """journalctl's JSON lines -> lines per log (kernel, engine, bench), the last entry's cursor, and the kernel's
-    lines with when they were logged (unix seconds)."""
-    logs: dict[str, list[str]] = {"kernel": [], "engine": [], "bench": []}
-    kernel: list[tuple[str, float]] = []
-    cursor = None
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        cursor = entry.get("__CURSOR", cursor)
-        message = entry.get("MESSAGE")
-        if isinstance(message, list):  # journald sends a message that is not UTF-8 as its bytes
-            message = bytes(message).decode("utf-8", "replace")
-        if not isinstance(message, str):
-            continue
-        ident = entry.get("SYSLOG_IDENTIFIER")
-        where = "kernel" if ident == KERNEL_IDENT else "bench" if ident == bench_ident else "engine"
-        logs[where].append(message)
-        if where == "kernel":
-            stamp = str(entry.get("__REALTIME_TIMESTAMP", ""))
-            kernel.append((message, int(stamp) / 1e6 if stamp.isdigit() else time.time()))
-    return logs, cursor, kernel
-
-
-def count_known_failures(matcher: Any, signatures: Sequence[Mapping[str, Any]],
-                         logs: Mapping[str, Sequence[str]]) -> dict[str, int]:
-    """Lines of each signature in the logs; an engine line counts once though engine and startup show it."""
-    counts: dict[str, int] = {}
-    for section, places in (("kernel", ("kernel",)), ("engine", ("engine", "startup")), ("bench", ("bench",))):
-        seen: set[str] = set()
-        for place in places:
-            for hit in matcher.match_lines(signatures, list(logs.get(section, ())), place):
-                if hit.id not in seen:
-                    seen.add(hit.id)
-                    counts[hit.id] = counts.get(hit.id, 0) + hit.count
-    return counts
-
-
-def known_failure_samples(signatures: Sequence[Mapping[str, Any]], total: Mapping[str, int]) -> list[Sample]:
-    """Every signature's count since boot, 0 included: a series that exists before its first line shows the rise."""
-    return [("rigforge_known_failure_lines_total", {"id": sig["id"], "failure_severity": sig["severity"]},
-             float(total.get(sig["id"], 0))) for sig in signatures]
-
-
-def read_journal(config: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
-    """The journal part: the entries after the cursor, counted -> the state's new cursor, counts and Xids."""
-    sys.path.insert(0, config["matcher_dir"])
-    matcher = importlib.import_module(config["matcher_module"])
-    done = run_bounded(journal_argv(config["engine"]["unit"], config["bench_ident"], state["cursor"]),
-                       timeouts(config)["journal"] - 1)
-    if done is None:
-        raise PartCut("journalctl did not answer")
-    logs, cursor, kernel = parse_journal(done.stdout, config["bench_ident"])
-    lines = dict(state["lines"])
-    for signature_id, count in count_known_failures(matcher, config["signatures"], logs).items():
-        lines[signature_id] = lines.get(signature_id, 0) + count
-    xids = {key: list(value) for key, value in state.get("xids", {}).items()}
-    gpu_errors.count_xids(kernel, xids)
-    return {"cursor": cursor or state["cursor"], "lines": lines, "xids": xids}
 
 
 def engine_samples(unit: str, health_url: str, health_timeout_s: float) -> list[Sample]:
@@ -271,7 +199,7 @@ def collect(config: Mapping[str, Any], state: dict[str, Any]) -> list[Sample]:
     bounds, engine = timeouts(config), config["engine"]
     parts: dict[str, tuple[Callable[[], Any], float]] = {
         "gpu": (lambda: gpu_part(config), bounds["gpu"]),
-        "journal": (lambda: read_journal(config, state), bounds["journal"]),
+        "journal": (lambda: read_journal(config, state, bounds["journal"] - 1), bounds["journal"]),
         "engine": (lambda: engine_samples(engine["unit"], engine["health_url"], engine["health_timeout_s"]),
                    bounds["engine"]),
         "bench": (lambda: bench_samples(config["bench"]), bounds["bench"]),

@@ -13,6 +13,8 @@ import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -247,3 +249,23 @@ def test_replays_from_the_real_report_and_aer_where_sysfs_has_it(tmp_path: Path)
         ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "gpu", "aer_severity": "correctable"}, 5.0),
         ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "gpu", "aer_severity": "fatal"}, 0.0),
         ({"pci_bus_id": "0000:41:00.0", "uuid": "GPU-x", "link_end": "upstream", "aer_severity": "correctable"}, 7.0)]
+
+
+def test_the_installed_modules_run_on_their_own(tmp_path: Path) -> None:
+    """The files as the role installs them, run by a python3 that has no rigforge (the rig's layout)."""
+    from rigforge.monitoring.collector import COLLECTOR_DIR, COLLECTOR_FILES, collector_config
+    from rigforge.profile.loader import load_profile
+    from roles.monitoring import render_collector_file
+
+    profile = load_profile("sandbox")
+    for remote in COLLECTOR_FILES:
+        (tmp_path / Path(remote).name).write_text(render_collector_file(profile, remote))
+    config = {**collector_config(profile), "matcher_dir": str(tmp_path), "textfile": str(tmp_path / "out.prom"),
+              "state": str(tmp_path / "state" / "state.json")}
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    run = subprocess.run([sys.executable, "-S", "-E", str(tmp_path / "health_metrics.py"), str(tmp_path / "c.json")],
+                         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
+    assert run.returncode == 0, run.stderr
+    text = (tmp_path / "out.prom").read_text()
+    assert "rigforge_gpus_expected 0" in text and 'rigforge_health_metrics_part_ok{part="disks"} 1' in text
+    assert all(Path(remote).parent == Path(COLLECTOR_DIR) for remote in COLLECTOR_FILES)

@@ -18,7 +18,7 @@ from rigforge.known_failures import match, signature_data
 from rigforge.monitoring import prometheus
 from rigforge.monitoring.collector import collector_config, primary_bench
 from rigforge.profile.loader import ProfileError, load_profile
-from rigforge.remote import gpu_health, health_metrics
+from rigforge.remote import gpu_health, health_metrics, journal_health
 from roles.monitoring import render_units
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -97,11 +97,11 @@ def test_a_driver_update_without_reboot_is_pending(tmp_path: Path) -> None:
 
 
 def test_the_journal_is_one_read_after_the_cursor() -> None:
-    argv = health_metrics.journal_argv("rigforge-engine.service", "rigforge-bench", "s=abc")
+    argv = journal_health.journal_argv("rigforge-engine.service", "rigforge-bench", "s=abc")
     assert argv[:2] == ["journalctl", "-b"] and "--after-cursor=s=abc" in argv
     assert argv[-5:] == ["_SYSTEMD_UNIT=rigforge-engine.service", "+", "SYSLOG_IDENTIFIER=kernel", "+",
                          "SYSLOG_IDENTIFIER=rigforge-bench"]
-    assert not [word for word in health_metrics.journal_argv("u", "b", None) if word.startswith("--after-cursor")]
+    assert not [word for word in journal_health.journal_argv("u", "b", None) if word.startswith("--after-cursor")]
 
 
 def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
@@ -111,12 +111,12 @@ def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
                {"__CURSOR": "c3", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": list(XID_79.encode())},
                {"__CURSOR": "c4", "SYSLOG_IDENTIFIER": "llama", "MESSAGE": "srv  log_server_r: request: GET /health"}]
     text = "\n".join(json.dumps(entry) for entry in entries) + "\nnot json\n"
-    logs, cursor, kernel = health_metrics.parse_journal(text, "rigforge-bench")
+    logs, cursor, kernel = journal_health.parse_journal(text, "rigforge-bench")
     assert cursor == "c4" and [message for message, _ in kernel] == [XID_79, XID_79]
     assert logs["kernel"] == [XID_79, XID_79] and len(logs["engine"]) == 2 and logs["bench"] == []
-    counts = health_metrics.count_known_failures(match, signature_data(), logs)
+    counts = journal_health.count_known_failures(match, signature_data(), logs)
     assert counts == {"xid-79-fallen-off-bus": 2, "llama-model-file-missing": 1}
-    samples = health_metrics.known_failure_samples(signature_data(), {"xid-79-fallen-off-bus": 5})
+    samples = journal_health.known_failure_samples(signature_data(), {"xid-79-fallen-off-bus": 5})
     total = dict((labels["id"], value) for labels, value in by_name(samples, "rigforge_known_failure_lines_total"))
     assert total["xid-79-fallen-off-bus"] == 5 and total["llama-model-file-missing"] == 0
     assert len(total) == len(signature_data())  # every signature, 0 included: the rise from 0 is seen
