@@ -56,7 +56,7 @@ def exposition(samples: Iterable[Sample]) -> str:
     """The text format: each metric's HELP and TYPE once, then its samples, metrics in first-seen order.
 
     >>> print(exposition([("rigforge_gpus_found", {}, 0.0)]), end="")
-    # HELP rigforge_gpus_found GPUs nvidia-smi lists (0 where it does not run).
+    # HELP rigforge_gpus_found GPUs nvidia-smi lists (0 where it does not run or answer).
     # TYPE rigforge_gpus_found gauge
     rigforge_gpus_found 0
     """
