@@ -7,9 +7,9 @@ On a rig whose profile has ``monitoring.enabled``:
   textfile directory. The drop-in is written before the package is installed, so the exporter's first start
   already listens where the profile says. Without ``install`` the owner's exporter is left alone and only the
   textfile is written into its directory.
-- **the collector**: ``rigforge/remote/health_metrics.py`` with its two helpers under /opt/rigforge/lib/monitoring,
-  its config (/etc/rigforge/monitoring/collector.json, from the profile) and a oneshot service started by a
-  timer every ``monitoring.interval_s``; run once at once when any of them changed.
+- **the collector**: ``rigforge/remote/health_metrics.py`` with its helpers under /opt/rigforge/lib/monitoring,
+  its config (/etc/rigforge/monitoring/collector.json, from the profile) and a oneshot service with a start
+  timeout, started by a timer every ``monitoring.interval_s``; run once at once when any of them changed.
 - **published for the owner's Prometheus and Grafana**: the alerting rules, a scrape config to copy and the
   dashboard, in /etc/rigforge/monitoring/.
 
@@ -36,6 +36,7 @@ from rigforge.monitoring.collector import (
     COLLECTOR_SCRIPT,
     PUBLISH_DIR,
     SERVICE,
+    START_TIMEOUT_S,
     TIMER,
     collector_config,
 )
@@ -75,7 +76,8 @@ def render_units(profile: Profile) -> dict[str, str]:
     """The collector's service and timer: path -> text."""
     return {
         f"{UNIT_DIR}/{SERVICE}": render("monitoring/rigforge-health-metrics.service.j2", profile,
-                                        script=COLLECTOR_SCRIPT, config=COLLECTOR_CONFIG, timer=TIMER),
+                                        script=COLLECTOR_SCRIPT, config=COLLECTOR_CONFIG, timer=TIMER,
+                                        start_timeout_s=START_TIMEOUT_S),
         f"{UNIT_DIR}/{TIMER}": render("monitoring/rigforge-health-metrics.timer.j2", profile,
                                       interval_s=profile.monitoring.interval_s),
     }

@@ -15,10 +15,12 @@ from typing import Any
 from rigforge.bench_runs.plan import HOST_CHANGE_FILE, HOST_LATEST_NAME, HOST_RESULTS_DIR
 from rigforge.known_failures import match, signature_data
 from rigforge.profile import Profile
+from rigforge.remote.health_metrics import PART_TIMEOUTS_S
 from rigforge.serving.engines import UNIT_NAME, health_url
 from rigforge.updates.comparison import METRICS
 
-#: The collector and its two helpers (the GPU query, the project's known-failure matcher) on the rig.
+#: The collector and its helpers (time bounds, the GPU query, the GPU's other errors, the metrics' help lines, the
+#: project's known-failure matcher) on the rig.
 COLLECTOR_DIR = "/opt/rigforge/lib/monitoring"
 COLLECTOR_SCRIPT = f"{COLLECTOR_DIR}/health_metrics.py"
 #: The matcher's module name on the rig (a copy of rigforge/known_failures/match.py).
@@ -27,7 +29,8 @@ REMOTE_SOURCES = Path(__file__).resolve().parents[1] / "remote"
 #: remote path -> the repository file it is a copy of.
 COLLECTOR_FILES = {
     COLLECTOR_SCRIPT: REMOTE_SOURCES / "health_metrics.py",
-    f"{COLLECTOR_DIR}/gpu_health.py": REMOTE_SOURCES / "gpu_health.py",
+    **{f"{COLLECTOR_DIR}/{name}": REMOTE_SOURCES / name
+       for name in ("bounded.py", "gpu_health.py", "gpu_errors.py", "journal_health.py", "metric_help.py")},
     f"{COLLECTOR_DIR}/{MATCHER_MODULE}.py": Path(match.__file__),
 }
 #: What rigforge publishes on every rig for an owner's Prometheus and Grafana (and what the role reads).
@@ -37,6 +40,9 @@ COLLECTOR_CONFIG = f"{PUBLISH_DIR}/collector.json"
 STATE_FILE = "/var/lib/rigforge/monitoring/state.json"
 TEXTFILE_NAME = "rigforge.prom"
 SERVICE = "rigforge-health-metrics.service"
+#: The service's start timeout: the longest part runs in parallel with the others, plus Python's start, the
+#: matcher's import and the writes on a loaded machine. A run past it is killed; the next timer tick starts afresh.
+START_TIMEOUT_S = int(max(PART_TIMEOUTS_S.values())) + 40
 TIMER = "rigforge-health-metrics.timer"
 #: The bench client's syslog identifier (rigforge.bench.__main__.SYSLOG_IDENT: the bench package is stdlib only).
 BENCH_IDENT = "rigforge-bench"
@@ -75,13 +81,15 @@ def collector_config(profile: Profile) -> dict[str, Any]:
     gpus = profile.gpus
     return {
         "interval_s": profile.monitoring.interval_s,
+        "timeouts_s": dict(PART_TIMEOUTS_S),
         "textfile": textfile_path(profile),
         "state": STATE_FILE,
         "matcher_dir": COLLECTOR_DIR,
         "matcher_module": MATCHER_MODULE,
         "signatures": signature_data(),
         "bench_ident": BENCH_IDENT,
-        "engine": {"unit": UNIT_NAME, "health_url": health_url(profile)},
+        "engine": {"unit": UNIT_NAME, "health_url": health_url(profile),
+                   "health_timeout_s": profile.engine.health_timeout_s},
         "gpus": None if gpus is None else {
             "count": gpus.count, "model": gpus.model, "pcie_gen": gpus.pcie_gen, "pcie_width": gpus.pcie_width,
             "persistence_mode": gpus.persistence_mode, "power_limit_w": gpus.power_limit_w},

@@ -1,8 +1,9 @@
 """The health-metrics collector that runs on the rig (rigforge/remote/health_metrics.py, gpu_health.py), its config
 from the profile (rigforge/monitoring/collector.py) and the monitoring settings' checks.
 
-GPU values are parsed from the real ``nvidia-smi --query-gpu --format=csv`` capture of the lent H200 machine
-(tests/fixtures/gpu/nvidia-h200-x2/, see its README): no RTX PRO 6000 was there to capture.
+GPU values are parsed from real ``nvidia-smi --query-gpu --format=csv`` captures of lent H200 machines
+(tests/fixtures/gpu/, see its README): no RTX PRO 6000 was there to capture. The collector's own query, its
+parts under a hung and a failing nvidia-smi and its GPU error counters are in test_collector_parts.py.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from rigforge.known_failures import match, signature_data
 from rigforge.monitoring import prometheus
 from rigforge.monitoring.collector import collector_config, primary_bench
 from rigforge.profile.loader import ProfileError, load_profile
-from rigforge.remote import gpu_health, health_metrics
+from rigforge.remote import gpu_health, health_metrics, journal_health
 from roles.monitoring import render_units
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200_QUERY = FIXTURES / "gpu" / "nvidia-h200-x2" / "nvidia-smi-query-gpu.csv"
+H200_GPU0 = {"gpu": "0", "uuid": "", "pci_bus_id": "0000:00:06.0"}  # that older capture asked for no uuid
+H200_GPU1 = {"gpu": "1", "uuid": "", "pci_bus_id": "0000:00:07.0"}
 BENCH_RESULT = Path(__file__).resolve().parents[1] / "bench_support" / "captures" / "result_gemma_sandbox.json"
 XID_79 = "NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
@@ -33,33 +36,34 @@ def by_name(samples: list, name: str) -> list:
 def test_the_h200_capture_gives_each_gpu_beside_the_profile() -> None:
     expected = {"count": 2, "model": "RTX PRO 6000 Blackwell", "pcie_gen": 5, "pcie_width": 16,
                 "persistence_mode": True, "power_limit_w": 600}
-    samples = gpu_health.gpu_samples(expected, (H200_QUERY.read_text(), None))
+    samples = gpu_health.gpu_samples(expected, gpu_health.Query(H200_QUERY.read_text(), None, 0))
     assert by_name(samples, "rigforge_gpus_found") == [({}, 2.0)]
     assert by_name(samples, "rigforge_gpus_expected") == [({}, 2.0)]
-    assert by_name(samples, "rigforge_gpu_pcie_link_gen_max") == [({"gpu": "0"}, 5.0), ({"gpu": "1"}, 5.0)]
-    assert by_name(samples, "rigforge_gpu_pcie_link_width_current") == [({"gpu": "0"}, 16.0), ({"gpu": "1"}, 16.0)]
-    assert by_name(samples, "rigforge_gpu_power_limit_watts")[0] == ({"gpu": "0"}, 700.0)
-    assert by_name(samples, "rigforge_gpu_power_limit_expected_watts")[0] == ({"gpu": "0"}, 600.0)
-    assert by_name(samples, "rigforge_gpu_persistence_mode")[1] == ({"gpu": "1"}, 1.0)
+    assert by_name(samples, "rigforge_gpu_pcie_link_gen_max") == [(H200_GPU0, 5.0), (H200_GPU1, 5.0)]
+    assert by_name(samples, "rigforge_gpu_pcie_link_width_current") == [(H200_GPU0, 16.0), (H200_GPU1, 16.0)]
+    assert by_name(samples, "rigforge_gpu_power_limit_watts")[0] == (H200_GPU0, 700.0)
+    assert by_name(samples, "rigforge_gpu_power_limit_expected_watts")[0] == (H200_GPU0, 600.0)
+    assert by_name(samples, "rigforge_gpu_persistence_mode")[1] == (H200_GPU1, 1.0)
     # An H200 is not the profile's card: said, not hidden.
-    assert by_name(samples, "rigforge_gpu_model_as_expected") == [({"gpu": "0"}, 0.0), ({"gpu": "1"}, 0.0)]
+    assert by_name(samples, "rigforge_gpu_model_as_expected") == [(H200_GPU0, 0.0), (H200_GPU1, 0.0)]
     info = by_name(samples, "rigforge_gpu_info")[0][0]
-    assert (info["name"], info["pci_bus_id"]) == ("NVIDIA H200", "00000000:00:06.0")
+    assert (info["name"], info["pci_bus_id"]) == ("NVIDIA H200", "0000:00:06.0")  # sysfs' form of 00000000:00:06.0
     # The capture's query has no temperature or ECC column: no such series, never a made-up 0.
     assert not by_name(samples, "rigforge_gpu_temperature_celsius")
 
 
 def test_not_available_values_are_left_out() -> None:
+    # Hand-written: the RTX PRO 6000's layout of the fields it leaves [N/A] (no such card was there to capture).
     text = ("index, name, temperature.gpu, retired_pages.pending, ecc.errors.uncorrected.volatile.total\n"
             "0, NVIDIA RTX PRO 6000 Blackwell, 41, [N/A], [N/A]\n")
-    samples = gpu_health.gpu_samples(None, (text, None))
-    assert by_name(samples, "rigforge_gpu_temperature_celsius") == [({"gpu": "0"}, 41.0)]
+    samples = gpu_health.gpu_samples(None, gpu_health.Query(text, None, 0))
+    assert by_name(samples, "rigforge_gpu_temperature_celsius") == [({"gpu": "0", "uuid": "", "pci_bus_id": ""}, 41.0)]
     assert not by_name(samples, "rigforge_gpu_retired_pages_pending")
-    assert not by_name(samples, "rigforge_gpu_ecc_uncorrected_volatile_errors")
+    assert not by_name(samples, "rigforge_gpu_ecc_errors_total")
 
 
 def test_a_cpu_only_rig_says_zero_gpus_and_no_nvidia_smi() -> None:
-    samples = gpu_health.gpu_samples(None, (None, None))
+    samples = gpu_health.gpu_samples(None, gpu_health.Query(None, None))
     assert {name for name, _, _ in samples} == {"rigforge_gpus_expected", "rigforge_gpus_found",
                                                 "rigforge_nvidia_smi_present", "rigforge_nvidia_smi_ok"}
     assert by_name(samples, "rigforge_gpus_found") == [({}, 0.0)]
@@ -93,11 +97,11 @@ def test_a_driver_update_without_reboot_is_pending(tmp_path: Path) -> None:
 
 
 def test_the_journal_is_one_read_after_the_cursor() -> None:
-    argv = health_metrics.journal_argv("rigforge-engine.service", "rigforge-bench", "s=abc")
+    argv = journal_health.journal_argv("rigforge-engine.service", "rigforge-bench", "s=abc")
     assert argv[:2] == ["journalctl", "-b"] and "--after-cursor=s=abc" in argv
     assert argv[-5:] == ["_SYSTEMD_UNIT=rigforge-engine.service", "+", "SYSLOG_IDENTIFIER=kernel", "+",
                          "SYSLOG_IDENTIFIER=rigforge-bench"]
-    assert not [word for word in health_metrics.journal_argv("u", "b", None) if word.startswith("--after-cursor")]
+    assert not [word for word in journal_health.journal_argv("u", "b", None) if word.startswith("--after-cursor")]
 
 
 def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
@@ -107,12 +111,12 @@ def test_journal_lines_are_sorted_by_log_and_counted_per_signature() -> None:
                {"__CURSOR": "c3", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": list(XID_79.encode())},
                {"__CURSOR": "c4", "SYSLOG_IDENTIFIER": "llama", "MESSAGE": "srv  log_server_r: request: GET /health"}]
     text = "\n".join(json.dumps(entry) for entry in entries) + "\nnot json\n"
-    logs, cursor = health_metrics.parse_journal(text, "rigforge-bench")
-    assert cursor == "c4"
+    logs, cursor, kernel = journal_health.parse_journal(text, "rigforge-bench")
+    assert cursor == "c4" and [message for message, _ in kernel] == [XID_79, XID_79]
     assert logs["kernel"] == [XID_79, XID_79] and len(logs["engine"]) == 2 and logs["bench"] == []
-    counts = health_metrics.count_known_failures(match, signature_data(), logs)
+    counts = journal_health.count_known_failures(match, signature_data(), logs)
     assert counts == {"xid-79-fallen-off-bus": 2, "llama-model-file-missing": 1}
-    samples = health_metrics.known_failure_samples(signature_data(), {"xid-79-fallen-off-bus": 5}, counts)
+    samples = journal_health.known_failure_samples(signature_data(), {"xid-79-fallen-off-bus": 5})
     total = dict((labels["id"], value) for labels, value in by_name(samples, "rigforge_known_failure_lines_total"))
     assert total["xid-79-fallen-off-bus"] == 5 and total["llama-model-file-missing"] == 0
     assert len(total) == len(signature_data())  # every signature, 0 included: the rise from 0 is seen
@@ -122,7 +126,8 @@ def test_state_starts_afresh_on_a_new_boot(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"boot_id": "a", "cursor": "c", "lines": {"x": 1}, "cpu_seconds": 2.0}))
     assert health_metrics.read_state(str(path), "a")["cursor"] == "c"
-    fresh = {"boot_id": "b", "cursor": None, "lines": {}, "cpu_seconds": 0.0, "writes": 0}
+    fresh = {"boot_id": "b", "cursor": None, "lines": {}, "xids": {}, "replays": None, "cpu_seconds": 0.0,
+             "writes": 0}
     assert health_metrics.read_state(str(path), "b") == fresh
     assert health_metrics.read_state(str(tmp_path / "absent.json"), "a")["lines"] == {}
 
@@ -183,6 +188,9 @@ def test_units_and_drop_ins_as_rendered() -> None:
     service = units["/etc/systemd/system/rigforge-health-metrics.service"]
     assert "ExecStart=/usr/bin/python3 /opt/rigforge/lib/monitoring/health_metrics.py " \
            "/etc/rigforge/monitoring/collector.json" in service
+    # A run is killed past its start timeout, which covers the longest part's bound (the parts run at once).
+    timeout = int(service.split("TimeoutStartSec=")[1].split("s")[0])
+    assert timeout > max(health_metrics.PART_TIMEOUTS_S.values()) and timeout < 3 * 60
     dropin = prometheus.render_exporter_dropin(profile)
     assert "--web.listen-address=127.0.0.1:9100" in dropin and "ExecStart=\n" in dropin
     assert "--web.listen-address=127.0.0.1:9090" in prometheus.render_prometheus_dropin(profile)

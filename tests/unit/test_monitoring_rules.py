@@ -21,6 +21,9 @@ from rigforge.remote.health_metrics import HELP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RULES_TEST = REPO_ROOT / "tests" / "fixtures" / "monitoring" / "alerts_test.yml"
+#: The promtool tests of group rigforge-gpu (the GPUs' own health, the watched disks).
+GPU_RULES_TEST = RULES_TEST.with_name("alerts_gpu_test.yml")
+RULES_TESTS = (RULES_TEST, GPU_RULES_TEST)
 UNPACKED = REPO_ROOT / ".cache" / "promtool" / "usr" / "bin" / "promtool"
 METRIC = re.compile(r"\brigforge_[a-z0-9_]+")
 #: Series a rule may read beside rigforge's own: Prometheus' scrape health of the exporter.
@@ -36,11 +39,17 @@ def promtool() -> str:
     return found
 
 
-def rules_beside_tests(tmp_path: Path) -> Path:
-    """The 2x-pix profile's rules rendered beside a copy of the promtool test file; returns the test file."""
+def rules_beside_tests(tmp_path: Path) -> list[Path]:
+    """The 2x-pix profile's rules rendered beside copies of the promtool test files; returns the test files."""
     (tmp_path / RULES_NAME).write_text(render_rules(load_profile("2x-pix")))
-    shutil.copy(RULES_TEST, tmp_path / RULES_TEST.name)
-    return tmp_path / RULES_TEST.name
+    for test in RULES_TESTS:
+        shutil.copy(test, tmp_path / test.name)
+    return [tmp_path / test.name for test in RULES_TESTS]
+
+
+def all_rules(profile: str = "2x-pix") -> list[dict]:
+    """Every rule of every group, as rendered for the profile."""
+    return [rule for group in yaml.safe_load(render_rules(load_profile(profile)))["groups"] for rule in group["rules"]]
 
 
 def test_the_test_file_assumes_the_shipped_windows() -> None:
@@ -55,30 +64,27 @@ def test_promtool_check_rules(promtool: str, tmp_path: Path, profile: str) -> No
     rules.write_text(render_rules(load_profile(profile)))
     run = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "SUCCESS: 14 rules found" in run.stdout
+    assert f"SUCCESS: {len(all_rules(profile))} rules found" in run.stdout
 
 
 def test_promtool_test_rules(promtool: str, tmp_path: Path) -> None:
-    test_file = rules_beside_tests(tmp_path)
-    run = subprocess.run([promtool, "test", "rules", test_file.name], cwd=tmp_path, capture_output=True, text=True,
-                         check=False)
+    test_files = rules_beside_tests(tmp_path)
+    run = subprocess.run([promtool, "test", "rules", *[test.name for test in test_files]], cwd=tmp_path,
+                         capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_every_alert_has_a_unit_test_and_a_docs_section() -> None:
-    rules = yaml.safe_load(render_rules(load_profile("2x-pix")))["groups"][0]["rules"]
-    names = {rule["alert"] for rule in rules}
-    tested = set(re.findall(r"alertname: (\w+)", RULES_TEST.read_text()))
-    untested = names - tested - {"RigforgeNodeExporterDown", "RigforgeGpuModelUnexpected", "RigforgeGpuSettingDrift",
-                                 "RigforgeGpuMemoryErrors"}
+    names = {rule["alert"] for rule in all_rules()}
+    tested = {name for test in RULES_TESTS for name in re.findall(r"alertname: (\w+)", test.read_text())}
+    untested = names - tested - {"RigforgeNodeExporterDown", "RigforgeGpuModelUnexpected", "RigforgeGpuSettingDrift"}
     assert not untested, untested
     docs = (REPO_ROOT / "docs" / "monitoring.md").read_text()
     assert not [name for name in names if f"### {name}" not in docs]
 
 
 def test_rules_read_only_metrics_the_collector_writes() -> None:
-    rules = yaml.safe_load(render_rules(load_profile("2x-pix")))["groups"][0]["rules"]
-    for rule in rules:
+    for rule in all_rules():
         named = set(METRIC.findall(rule["expr"]))
         assert named or PROMETHEUS_SERIES & set(re.findall(r"\b[a-z_]+(?=\{)", rule["expr"])), rule["alert"]
         assert named <= set(HELP), (rule["alert"], named - set(HELP))
