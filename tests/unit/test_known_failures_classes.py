@@ -17,7 +17,7 @@ from rigforge.checks.known_failures import find_known_failures
 from rigforge.facts.logs import FailureLogs
 from rigforge.known_failures import Hit, known_signatures, match_lines, signature_data
 from rigforge.known_failures.match import unrecognised_counts
-from rigforge.remote import health_metrics
+from rigforge.remote import journal_health
 from tests.unit.test_known_failures_corpus import VARIANTS, corpus, public_lines
 from tests.unit.test_known_failures_heldout import FORMAT_SPLIT, HELDOUT, heldout_lines
 
@@ -167,13 +167,13 @@ def test_a_units_failed_result_does_not_hide_the_line_that_says_why() -> None:
 
 
 def test_the_collector_counts_error_lines_no_signature_knows_by_log() -> None:
-    """rigforge/remote/health_metrics.py adds matcher.unrecognised_counts to rigforge_unrecognised_error_lines_total."""
+    """journal_health sums matcher.unrecognised_counts into rigforge_unrecognised_error_lines_total."""
     entries = [{"__CURSOR": "c1", "SYSLOG_IDENTIFIER": "kernel",
                 "MESSAGE": "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc189000 "
                            "flags=0x0000]"},
                {"__CURSOR": "c2", "SYSLOG_IDENTIFIER": "python", "MESSAGE": "RuntimeError: something new"},
                {"__CURSOR": "c3", "SYSLOG_IDENTIFIER": "python", "MESSAGE": "INFO: 127.0.0.1 - GET /health 200"},
                {"__CURSOR": "c4", "SYSLOG_IDENTIFIER": "python", "MESSAGE": "ERROR 01-01 00:00:00 [x.py:1] new"}]
-    logs, _ = health_metrics.parse_journal("\n".join(json.dumps(entry) for entry in entries), "rigforge-bench")
+    logs, _, _ = journal_health.parse_journal("\n".join(json.dumps(entry) for entry in entries), "rigforge-bench")
     assert unrecognised_counts(ALL, logs) == {"kernel": 1, "engine": 2}
     assert unrecognised_counts(ALL, {"kernel": [], "engine": ["INFO all well"]}) == {"kernel": 0, "engine": 0}
