@@ -41,10 +41,10 @@ ROWS = {"another start": ("--threads", "2"), "one-thread": ("--threads", "1"),
         "kv-q4": ("--threads", "2", "--cache-type-k", "q4_0", "--flash-attn", "on")}
 
 
-def serve(model: Path, args: tuple[str, ...]) -> tuple[subprocess.Popen[bytes], str]:
+def serve(model: Path, args: tuple[str, ...], alias: str = "gemma-3-270m") -> tuple[subprocess.Popen[bytes], str]:
     """The launcher on a free loopback port, once /health answers."""
     port = free_loopback_port()
-    process = subprocess.Popen([sys.executable, str(LAUNCHER), "--model", str(model), "--alias", "gemma-3-270m",
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), "--model", str(model), "--alias", alias,
                                 "--port", str(port), "--parallel", "4", "--ctx-size", "8192", *args],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

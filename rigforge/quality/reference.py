@@ -100,7 +100,8 @@ def against_block(reference: Mapping[str, Any], key: str, measured: Mapping[str,
     return {**measured, "reference": key,
             # an imported reference's recipe ran elsewhere: no pass here is its A/A
             "reference_recipe": None if reference.get("imported") else reference.get("recipe"),
-            "reference_source": provenance(reference), "tolerance": tolerance, "noise": reference.get("noise")}
+            "imported": bool(reference.get("imported")), "reference_source": provenance(reference),
+            "tolerance": tolerance, "noise": reference.get("noise")}
 
 
 def load_corpus(path: Path = CORPUS_PATH) -> dict[str, Any]:
