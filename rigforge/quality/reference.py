@@ -26,9 +26,13 @@ from typing import Any
 from rigforge.bench.quality import METHODS
 from rigforge.profile import Model
 from rigforge.profile.quality import Quality
+from rigforge.quality.kld import listed_k
 from rigforge.quality.tasks import task_block
 
 CORPUS_PATH = Path(__file__).resolve().parent / "corpus.json"
+#: The most log-probabilities a position every engine lists: vLLM's default ``max_logprobs`` is 20 (OpenAI's own
+#: limit); llama.cpp and SGLang list more.
+ENGINE_MAX_TOP_K = 20
 
 
 def model_key(model: Model) -> str:
@@ -100,12 +104,25 @@ def against_block(reference: Mapping[str, Any], key: str, measured: Mapping[str,
     return {**measured, "reference": key,
             # an imported reference's recipe ran elsewhere: no pass here is its A/A
             "reference_recipe": None if reference.get("imported") else reference.get("recipe"),
-            "reference_source": provenance(reference), "tolerance": tolerance, "noise": reference.get("noise")}
+            "imported": bool(reference.get("imported")), "reference_source": provenance(reference),
+            "tolerance": tolerance, "noise": reference.get("noise")}
 
 
 def load_corpus(path: Path = CORPUS_PATH) -> dict[str, Any]:
     """The fixed texts every quality pass reads (rigforge/quality/corpus.json: source and licence inside)."""
     return json.loads(path.read_text())
+
+
+def candidate_top_k(top_k: int, reference: Mapping[str, Any] | None) -> int:
+    """The k a pass asks for: the profile's, raised to the reference's (up to ``ENGINE_MAX_TOP_K``), so a candidate
+    never lists fewer tokens than its reference (kld.py compares at the common k: fewer would lose precision).
+
+    >>> candidate_top_k(8, {"pass": {"top_k": 20, "texts": []}}), candidate_top_k(20, None)
+    (20, 20)
+    """
+    if reference is None:
+        return top_k
+    return max(top_k, min(listed_k(reference["pass"]), ENGINE_MAX_TOP_K))
 
 
 def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -122,7 +139,8 @@ def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] |
     tokens = None
     if reference is not None and reference["pass"].get("method") == "greedy":
         tokens = {text["id"]: [step["token"] for step in text["steps"]] for text in reference["pass"]["texts"]}
-    return {"engine": engine, "method": METHODS[engine], "top_k": quality.top_k, "max_tokens": quality.max_tokens,
+    return {"engine": engine, "method": METHODS[engine], "top_k": candidate_top_k(quality.top_k, reference),
+            "max_tokens": quality.max_tokens,
             "max_resyncs": quality.max_resyncs, "corpus": corpus["corpus"],
             "texts": [{"id": text["id"], "text": text["text"]} for text in corpus["texts"]],
             "reference_tokens": tokens, "task_score": task_score}

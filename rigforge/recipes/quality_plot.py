@@ -92,7 +92,7 @@ def render_quality_plot(report: Report, png: Path, title: str, tolerance: float 
     noise = max((judgement.noise_kld for judgement in judged.values() if judgement.noise_kld is not None),
                 default=None)
     if noise is not None:
-        axes.axvspan(0, 2 * noise, color="grey", alpha=0.2, label="2x the A/A noise the veto used")
+        axes.axvspan(0, noise, color="grey", alpha=0.2, label="the A/A noise the veto used (its interval top)")
     if tolerance is None:
         tolerance = next((judgement.tolerance for judgement in judged.values() if judgement.tolerance is not None),
                          None)

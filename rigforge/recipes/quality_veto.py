@@ -43,9 +43,16 @@ def aa_starts(trials: Sequence[Measured], start: str) -> tuple[Mapping[str, Any]
     return tuple(result for result in trial.starts if against_of(result).get("reference_recipe") == start)
 
 
+def start_starts(trials: Sequence[Measured], start: str) -> tuple[Mapping[str, Any], ...]:
+    """The starting recipe's results (against an imported reference every recipe is judged relative to them)."""
+    trial = next((trial for trial in trials if trial.recipe == start and not trial.disqualified), None)
+    return () if trial is None else tuple(trial.starts)
+
+
 def judge_trial(trial: Measured, trials: Sequence[Measured], start: str) -> StartsJudgement:
-    """A recipe's answers over all its starts, against the noise its tournament measured."""
-    return judge_over_starts(trial.starts, aa_starts(trials, start))
+    """A recipe's answers over all its starts, against the noise its tournament measured (and, against an imported
+    reference, relative to the starting recipe's)."""
+    return judge_over_starts(trial.starts, aa_starts(trials, start), start_starts(trials, start))
 
 
 def veto(verdict: Any, judged: StartsJudgement) -> Any:

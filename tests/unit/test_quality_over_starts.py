@@ -43,8 +43,8 @@ def recipe(name: str, speed: float, *passes: dict[str, Any] | None) -> Any:
 def test_every_start_past_the_tolerance_and_the_noise_is_answers_differ() -> None:
     judged = judge_over_starts([{"quality": compared(mean)} for mean in (0.045, 0.047, 0.043)])
     assert judged.state == DIFFER and judged.per_start == (0.045, 0.047, 0.043) and judged.mean_kld == 0.045
-    assert judged.line.startswith("answers differ in all 3 starts (mean KLD 0.0450, 0.0470, 0.0430; each past the "
-                                  "tolerance 0.01 and 2x the A/A noise 0.0007)")
+    assert judged.line.startswith("answers differ in all 3 starts (mean KLD 0.0450, 0.0470, 0.0430; each interval "
+                                  "past the tolerance 0.01 and the A/A noise 0.0007)")
     assert judged.reference == f"gemma@a5fd ({SOURCE})"
 
 
@@ -52,7 +52,7 @@ def test_one_start_of_three_past_the_tolerance_cannot_tell() -> None:
     judged = judge_over_starts([{"quality": compared(mean)} for mean in (0.002, 0.045, 0.001)])
     assert judged.state == UNKNOWN
     assert "answers differ in start 2 of 3; answers same in starts 1, 3 of 3" in judged.line
-    assert "a claim needs every start past the tolerance 0.01 and 2x the A/A noise 0.0007, or every" in judged.line
+    assert "a claim needs every start's interval past the tolerance 0.01 and the A/A noise 0.0007, or" in judged.line
 
 
 def test_a_missing_or_failed_pass_in_one_start_cannot_tell() -> None:
@@ -75,9 +75,10 @@ def test_the_start_recipes_passes_are_a_and_raise_the_noise_a_claim_must_clear()
     quiet = [{"quality": compared(mean)} for mean in (0.0, 0.001, 0.0)]
     assert judge_over_starts(recipe_starts, quiet).state == DIFFER
     noisy = [{"quality": compared(mean)} for mean in (0.0, 0.009, 0.002)]  # one start of the reference moved
+    noisy[1]["quality"]["against_reference"]["interval"] = [0.004, 0.018]  # its interval's top: the A/A bound
     judged = judge_over_starts(recipe_starts, noisy)
-    assert judged.state == UNKNOWN and judged.noise_kld == 0.009
-    assert "start 1: mean KLD 0.0150 past the tolerance, not clear of 2x the A/A noise" in judged.line
+    assert judged.state == UNKNOWN and judged.noise_kld == 0.018
+    assert "start 1: mean KLD 0.0150: past the tolerance 0.01 but not clear of the A/A noise 0.0180" in judged.line
     unmeasured = [{"quality": compared(mean, noise=None)} for mean in (0.015, 0.016)]
     assert judge_over_starts(unmeasured).state == UNKNOWN  # no A/A at all: past the tolerance is not a claim
     assert judge_over_starts(unmeasured, quiet).state == DIFFER  # this tournament's A/A measured it
@@ -101,7 +102,8 @@ def test_the_tournament_vetoes_on_every_start_and_the_report_and_chart_say_so(tm
         "default": "start", "kv-q4": ANSWERS_DIFFER, "flaky": CANNOT_TELL, "gap": CANNOT_TELL, "fast": BETTER}
     assert report.best == "fast"
     assert verdicts["kv-q4"].detail.startswith("faster, answers differ in all 3 starts (mean KLD 0.0450, 0.0440, "
-                                               "0.0460; each past the tolerance 0.01 and 2x the A/A noise 0.0007")
+                                               "0.0460; each interval past the tolerance 0.01 and the A/A noise "
+                                               "0.0007")
     assert verdicts["flaky"].detail.startswith("faster, but quality cannot tell (answers differ in start 2 of 3")
     data = {entry["recipe"]: entry for entry in report_json(report, "h", "s")["recipes"]}
     assert data["kv-q4"]["quality"]["mean_kld_per_start"] == [0.045, 0.044, 0.046]
