@@ -14,8 +14,8 @@ SmolLM2-135M-Instruct). ``SETS`` names both; the profile picks one (``bench.qual
 
 The word problems' file holds ``SHOTS`` worked examples first (their own seed, one per template, marked
 ``"shot": true``, never asked), then ``QUESTIONS`` graded problems spread evenly over the templates; each line is
-``{"question", "answer"}`` with the worked answer ending ``#### N``. A unit test makes the set again and compares it byte for byte, so the file is
-exactly what this code makes.
+``{"question", "answer"}`` with the worked answer ending ``#### N``. A unit test makes each set again and compares
+it byte for byte, so the files are exactly what this code makes.
 
     python -m rigforge.quality.word_problems            # check the shipped files against the templates
     python -m rigforge.quality.word_problems --write    # make them again (after a template changed), atomically
