@@ -4,11 +4,19 @@ A ``Step`` is one position: ``token`` (the token id at that position: the one th
 generated, the text's own token when it was forced), ``top`` (``[token id, logprob]`` pairs, most likely first,
 at most k) and ``token_logprob`` (the position's token's own logprob where the engine said it, else None).
 
-The three answers (fixtures in tests/fixtures/quality/ say where each was captured or quoted):
+The answers (fixtures in tests/fixtures/quality/ say where each was captured or quoted):
 
 - llama.cpp ``/v1/completions`` with ``logprobs: k``: ``choices[0].logprobs.content`` is a list of
   ``{id, token, bytes, logprob, top_logprobs: [{id, token, bytes, logprob}]}`` for the generated tokens only
   (llama.cpp has no prompt logprobs: ``echo`` is ignored).
+- vLLM ``/v1/completions`` with ``logprobs: k`` and ``return_tokens_as_token_ids: true`` (generated tokens):
+  ``choices[0].logprobs`` is OpenAI's legacy form, ``{tokens, token_logprobs, top_logprobs, text_offset}``, each
+  token written ``"token_id:<id>"`` and each ``top_logprobs`` entry ``{"token_id:<id>": logprob}`` (the k best and
+  the chosen token; vllm/entrypoints/openai/serving_completion.py's ``_create_completion_logprobs``).
+- SGLang ``/generate`` with ``return_logprob`` and ``top_logprobs_num: k`` (generated tokens):
+  ``meta_info.output_token_logprobs`` is ``[[logprob, id, text or null], …]`` and ``meta_info.output_top_logprobs``
+  ``[[[logprob, id, text or null], …] or null, …]`` (python/sglang/srt/managers/tokenizer_manager.py's
+  ``detokenize_logprob_tokens``).
 - vLLM ``/v1/completions`` with ``prompt_logprobs: k``: ``choices[0].prompt_logprobs`` has one entry per prompt
   token, None for the first, else ``{"<token id>": {logprob, rank, decoded_token}}``: the top-k and, when it is not
   among them, the prompt's own token (so which token was there comes from the prompt's ids, not the answer).
@@ -67,6 +75,56 @@ def llama_generated_steps(answer: Any, top_k: int) -> list[Step]:
         pairs = [(item.get("id"), item.get("logprob")) for item in entry.get("top_logprobs") or []
                  if isinstance(item, dict)]
         steps.append(Step(entry["id"], _top(pairs, top_k), entry.get("logprob"), entry.get("token")))
+    return steps
+
+
+def _vllm_token_id(name: Any) -> int:
+    """``"token_id:506"`` -> 506 (vLLM's ``return_tokens_as_token_ids`` form); FormatError for anything else."""
+    prefix, _, number = str(name).partition(":")
+    if prefix != "token_id" or not number.lstrip("-").isdigit():
+        raise FormatError(f"a token {str(name)[:40]!r} not written as token_id:<id> (was return_tokens_as_token_ids "
+                          "sent?)")
+    return int(number)
+
+
+def vllm_generated_steps(answer: Any, top_k: int) -> list[Step]:
+    """The generated tokens of a vLLM completion answer (``logprobs: k``, ``return_tokens_as_token_ids``)."""
+    try:
+        logprobs = answer["choices"][0]["logprobs"]
+        tokens, own, tops = logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        raise FormatError("no choices[0].logprobs with tokens, token_logprobs, top_logprobs (was logprobs "
+                          "sent?)") from None
+    if not isinstance(tokens, list) or not isinstance(own, list) or not isinstance(tops, list) or \
+            not len(tokens) == len(own) == len(tops):
+        raise FormatError("logprobs.tokens, token_logprobs and top_logprobs differ in length")
+    steps = []
+    for index in range(len(tokens)):  # lengths checked above (zip's strict= is not in Python 3.9)
+        name, logprob, top = tokens[index], own[index], tops[index]
+        pairs = [(_vllm_token_id(key), value) for key, value in (top or {}).items()]
+        steps.append(Step(_vllm_token_id(name), _top(pairs, top_k), logprob if isinstance(logprob, (int, float))
+                          else None))
+    return steps
+
+
+def sglang_generated_steps(answer: Any, top_k: int) -> list[Step]:
+    """The generated tokens of an SGLang ``/generate`` answer with ``return_logprob`` and ``top_logprobs_num``."""
+    try:
+        meta = answer["meta_info"]
+        tokens, tops = meta["output_token_logprobs"], meta["output_top_logprobs"]
+    except (KeyError, TypeError):
+        raise FormatError("no meta_info.output_token_logprobs / output_top_logprobs (was return_logprob sent with "
+                          "top_logprobs_num?)") from None
+    if not isinstance(tokens, list) or not isinstance(tops, list) or len(tokens) != len(tops):
+        raise FormatError("output_token_logprobs and output_top_logprobs differ in length")
+    steps = []
+    for index in range(len(tokens)):  # lengths checked above
+        item, top = tokens[index], tops[index]
+        if not isinstance(item, list) or len(item) < 2 or not isinstance(item[1], int):
+            raise FormatError(f"an output_token_logprobs entry without a token id: {str(item)[:120]}")
+        pairs = [(entry[1], entry[0]) for entry in top or [] if isinstance(entry, list) and len(entry) >= 2]
+        said = item[2] if len(item) > 2 and isinstance(item[2], str) else None
+        steps.append(Step(item[1], _top(pairs, top_k), item[0], said))
     return steps
 
 

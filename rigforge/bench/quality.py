@@ -3,22 +3,25 @@
 The controller (rigforge/quality/) sends the texts and, for a candidate, the reference's tokens; it compares
 the two sides. Here only what the engine says is read, by the engine's own means:
 
-- ``forced`` (teacher forcing; vLLM ``prompt_logprobs``, SGLang ``logprob_start_len``): each text is sent
-  whole as the prompt and every position after the first is read: the model's top-k given the text before it.
-- ``greedy`` (llama.cpp, which returns logprobs of generated tokens only): each text is the prompt and
-  ``max_tokens`` tokens are generated greedily. With a reference, the candidate is kept on the reference's path:
+- ``greedy`` (every engine: the decode path): each text is the prompt and ``max_tokens`` tokens are generated
+  greedily, each with its top-k (llama.cpp's and vLLM's ``/v1/completions`` ``logprobs``, SGLang's ``/generate``
+  ``output_top_logprobs``), so what changes only the decode path (speculative decoding, MTP, a decode attention
+  kernel, CUDA graphs) is measured. With a reference, the candidate is kept on the reference's path:
   where it picks another token than the reference did, that position is recorded (its top-k given the same
   context) and generation starts again from the prompt plus the reference's tokens up to and including it
   (re-synchronisation; llama.cpp's prompt cache makes the restart cost one prompt step). At most
   ``max_resyncs`` restarts a text, so a recipe whose every token differs costs a bounded time; the rest of that
   text is then not measured (its ``measured`` count says so).
+- on vLLM and SGLang, which also give prompt logprobs, each text is read teacher-forced too (vLLM
+  ``prompt_logprobs``, SGLang ``logprob_start_len: 0``): sent whole as the prompt, every position after the first
+  read (the prefill path), recorded as one more text, ``<id>#prefill`` (``phase: prefill``).
 
 Config (``quality`` in the bench config; validated by ``check_quality``)::
 
     {"method": "greedy", "top_k": 8, "max_tokens": 32, "max_resyncs": 12, "corpus": "kjv-v1",
      "texts": [{"id": "eccl-1", "text": "..."}], "reference_tokens": {"eccl-1": [506, 2369, ...]} | null}
 
-Result: ``{"method", "top_k", "corpus", "seconds", "requests", "texts": [{"id", "prompt_ids", "steps":
+Result: ``{"method", "top_k", "corpus", "seconds", "requests", "texts": [{"id", "phase", "prompt_ids", "steps":
 [{"token", "top", "logprob"}], "resyncs": [position, …], "error": null | "why"}]}``. With a ``task_score`` block
 (rigforge/bench/task_score.py: graded few-shot questions) the result has its answers under ``task_score``.
 """
@@ -34,13 +37,18 @@ from rigforge.bench.logprob_formats import (
     FormatError,
     Step,
     llama_generated_steps,
+    sglang_generated_steps,
     sglang_prompt_steps,
+    vllm_generated_steps,
     vllm_prompt_steps,
 )
 from rigforge.bench.task_score import check_task_score, run_task_score
 from rigforge.bench.transport import request
 
-METHODS = {"llama.cpp": "greedy", "vllm": "forced", "sglang": "forced"}
+METHODS = {"llama.cpp": "greedy", "vllm": "greedy", "sglang": "greedy"}
+#: Engines whose prompt logprobs give a teacher-forced record of each text beside the greedy one.
+PREFILL_ENGINES = ("vllm", "sglang")
+PREFILL = "#prefill"
 KEYS = ("engine", "method", "top_k", "max_tokens", "max_resyncs", "corpus", "texts", "reference_tokens", "task_score")
 #: One request: (payload's prompt token ids, tokens to generate) -> the answer's steps.
 Generate = Callable[[list[int], int], list[Step]]
@@ -93,13 +101,23 @@ def tokenize(root_url: str, model: str, text: str, timeout_s: float) -> list[int
     return tokens
 
 
-def llama_generator(root_url: str, model: str, top_k: int, timeout_s: float) -> Generate:
-    """Greedy generation from token ids on llama.cpp's /v1/completions, ``top_k`` logprobs a token."""
+def generator(config: Any, engine: str, top_k: int) -> Generate:
+    """Greedy generation from token ids with ``top_k`` logprobs a token, by the engine's own API: llama.cpp's and
+    vLLM's ``/v1/completions`` (vLLM told to name tokens by id), SGLang's ``/generate`` with ``input_ids``."""
+    root, model, timeout = config.root_url, config.model, config.request_timeout_s
 
     def generate(prompt_ids: list[int], count: int) -> list[Step]:
+        if engine == "sglang":
+            payload = {"input_ids": prompt_ids, "return_logprob": True, "top_logprobs_num": top_k,
+                       "sampling_params": {"max_new_tokens": count, "temperature": 0.0, "ignore_eos": True}}
+            return sglang_generated_steps(_post(root, "/generate", payload, timeout), top_k)
         payload = {"model": model, "prompt": prompt_ids, "max_tokens": count, "temperature": 0.0, "logprobs": top_k,
-                   "ignore_eos": True, "cache_prompt": True, "stream": False}
-        return llama_generated_steps(_post(root_url, "/v1/completions", payload, timeout_s), top_k)
+                   "ignore_eos": True, "stream": False}
+        if engine == "vllm":
+            payload["return_tokens_as_token_ids"] = True
+            return vllm_generated_steps(_post(root, "/v1/completions", payload, timeout), top_k)
+        payload["cache_prompt"] = True
+        return llama_generated_steps(_post(root, "/v1/completions", payload, timeout), top_k)
 
     return generate
 
@@ -147,26 +165,35 @@ def forced_steps(config: Any, engine: str, text: str, top_k: int) -> tuple:
     return ids, vllm_prompt_steps(answer, ids, top_k), 2
 
 
-def measure_text(config: Any, quality: dict[str, Any], text: dict[str, str]) -> dict[str, Any]:
-    """One text's record; an engine error is recorded with the text (its steps then empty), never raised."""
-    record: dict[str, Any] = {"id": text["id"], "prompt_ids": [], "steps": [], "resyncs": [], "requests": 0,
-                              "error": None}
-    top_k = quality["top_k"]
+def _record(text_id: str, phase: str) -> dict[str, Any]:
+    return {"id": text_id, "phase": phase, "prompt_ids": [], "steps": [], "resyncs": [], "requests": 0,
+            "error": None}
+
+
+def measure_text(config: Any, quality: dict[str, Any], text: dict[str, str]) -> list[dict[str, Any]]:
+    """One text's records: its greedy (decode) record, and on vLLM and SGLang its teacher-forced (prefill) one
+    first; an engine error is recorded with its record (the steps then empty), never raised."""
+    engine, top_k = quality["engine"], quality["top_k"]
+    records: list[dict[str, Any]] = []
+    ids: list[int] | None = None
+    if engine in PREFILL_ENGINES:
+        prefill = _record(text["id"] + PREFILL, "prefill")
+        try:
+            ids, steps, requests = forced_steps(config, engine, text["text"], top_k)
+            prefill.update(prompt_ids=ids, steps=[step.as_dict() for step in steps], requests=requests)
+        except FormatError as error:
+            prefill["error"] = str(error)
+        records.append(prefill)
+    decode = _record(text["id"], "decode")
     try:
-        if quality["method"] == "forced":
-            ids, steps, requests = forced_steps(config, quality["engine"], text["text"], top_k)
-            resyncs: list[int] = []
-        else:
-            ids = tokenize(config.root_url, config.model, text["text"], config.request_timeout_s)
-            reference = (quality.get("reference_tokens") or {}).get(text["id"])
-            generate = llama_generator(config.root_url, config.model, top_k, config.request_timeout_s)
-            steps, resyncs, requests = greedy_steps(generate, ids, reference, quality["max_tokens"],
-                                                    quality["max_resyncs"])
+        ids = ids or tokenize(config.root_url, config.model, text["text"], config.request_timeout_s)
+        reference = (quality.get("reference_tokens") or {}).get(text["id"])
+        steps, resyncs, requests = greedy_steps(generator(config, engine, top_k), ids, reference,
+                                                quality["max_tokens"], quality["max_resyncs"])
+        decode.update(prompt_ids=ids, steps=[step.as_dict() for step in steps], resyncs=resyncs, requests=requests)
     except FormatError as error:
-        record["error"] = str(error)
-        return record
-    record.update(prompt_ids=ids, steps=[step.as_dict() for step in steps], resyncs=resyncs, requests=requests)
-    return record
+        decode["error"] = str(error)
+    return records + [decode]
 
 
 def run_quality(config: Any) -> dict[str, Any] | None:
@@ -175,7 +202,7 @@ def run_quality(config: Any) -> dict[str, Any] | None:
     if not quality:
         return None
     started = time.perf_counter()
-    texts = [measure_text(config, quality, text) for text in quality["texts"]]
+    texts = [record for text in quality["texts"] for record in measure_text(config, quality, text)]
     result = {"engine": quality["engine"], "method": quality["method"], "top_k": quality["top_k"],
               "corpus": quality.get("corpus"), "texts": texts, "requests": sum(text["requests"] for text in texts),
               "seconds": round(time.perf_counter() - started, 3)}
@@ -185,7 +212,8 @@ def run_quality(config: Any) -> dict[str, Any] | None:
 
 
 def quality_line(quality: dict[str, Any]) -> str:
-    """The pass's progress line: ``quality: 4 texts, 128 positions, 3 re-syncs, 9 requests, 6.1 s``."""
+    """The pass's progress line: ``quality: 4 texts, 128 positions, 3 re-syncs, 9 requests, 6.1 s`` (a text's
+    prefill record, on vLLM and SGLang, counts as one more text)."""
     texts = quality["texts"]
     failed = [f"{text['id']}: {text['error']}" for text in texts if text["error"]]
     line = (f"quality: {len(texts)} texts, {sum(len(text['steps']) for text in texts)} positions, "

@@ -174,5 +174,7 @@ class Probe:
 
 PROBES = (
     Probe("probe_capital", "Q: What is the capital of France?\nA:", 16, r"paris", r"paris"),
-    Probe("probe_arithmetic", "2 + 2 =", 8, r"^\s*4\b", r"\b4\b"),
+    # One worked line before the question: SmolLM2-135M-Instruct continues a bare "2 + 2 =" with " 3 + 2 = 5", and
+    # with it answers " 4" as Gemma 3 270M does (measured on xllamacpp 2026.10.11549).
+    Probe("probe_arithmetic", "1 + 1 = 2\n2 + 2 =", 8, r"^\s*4\b", r"\b4\b"),
 )

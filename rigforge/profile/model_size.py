@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Quantisation = Literal["nvfp4", "fp8", "bf16", "q4_k_m"]
+Quantisation = Literal["nvfp4", "fp8", "bf16", "q4_k_m", "q4_1"]
 
 #: Bits each parameter takes at least, and why.
 BITS_PER_PARAMETER: dict[str, tuple[float, str]] = {
@@ -25,6 +25,9 @@ BITS_PER_PARAMETER: dict[str, tuple[float, str]] = {
     # llama.cpp's Q4_K: 4-bit values in super-blocks of 256 with 6-bit scales and mins, 4.5 bits per weight
     # (ggml-quants Q4_K); Q4_K_M keeps some tensors at Q6_K, so 4.5 is its floor.
     "q4_k_m": (4.5, "llama.cpp Q4_K: 4-bit values + 6-bit scales and mins per 32, 4.5 bits per weight"),
+    # llama.cpp's Q4_1: blocks of 32 4-bit values with an FP16 scale and an FP16 min (ggml-common.h block_q4_1):
+    # (32 x 4 + 2 x 16) / 32 = 5 bits per weight.
+    "q4_1": (5.0, "llama.cpp Q4_1: 4-bit values + an FP16 scale and min per 32, 5 bits per weight"),
 }
 
 

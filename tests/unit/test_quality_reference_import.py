@@ -63,7 +63,7 @@ def test_a_result_from_another_run_becomes_the_reference_with_where_it_came_from
     (lambda data: {"cells": [], "quality": None}, "field quality is null: that bench ran no quality pass"),
     (lambda data: {**data, "corpus": "kjv-v0"}, "field corpus is 'kjv-v0': another corpus version measures other "
                                                  "texts, so no pass here could be compared with it; allowed: 'kjv-v1'"),
-    (lambda data: {**data, "method": "sampled"}, "field method is 'sampled'; allowed: 'forced' or 'greedy'"),
+    (lambda data: {**data, "method": "sampled"}, "field method is 'sampled'; allowed: 'greedy'"),
     (lambda data: {**data, "texts": []}, "field texts is missing or empty"),
     (lambda data: {**data, "texts": [{**data["texts"][0], "id": "gen-1"}]}, "field texts[0].id is 'gen-1'; allowed: "
                                                                              "one of the corpus's texts"),

@@ -1,6 +1,7 @@
 """The graded task score: the block the rig is sent, llama.cpp's completion answers read and graded (captured from a
 sandbox host, tests/fixtures/quality/README.md), a garbage model's answers from a real llama.cpp server, a failed
-request refused, and a score judged against the reference's (a drop past the tolerance makes the answers differ)."""
+request refused, and a score judged against the reference's question by question (a paired test: a drop past the
+tolerance makes the answers differ; a score that cannot tell keeps a faster recipe from being better)."""
 
 from __future__ import annotations
 
@@ -129,23 +130,47 @@ def test_a_garbage_model_answers_every_question_and_scores_nothing(garbage_serve
     assert score["correct"] == 0 and score["total"] == 3 and answered["seconds"] > 0
 
 
-def scored(correct: int, total: int = 300, name: str = "gsm8k.jsonl@abc") -> dict[str, Any]:
-    answered = {"set": name, "seconds": 60.0, "answers": []}
-    problems = task_set(SAMPLE_SET)
-    outputs = [problems[0].answer] * correct + ["no idea"] * (total - correct)
-    answered["answers"] = [{"id": "q0", "text": text, "error": None} for text in outputs]
-    return score_pass(answered, problems)
+def scored(correct: int, total: int = 300, name: str = "gsm8k.jsonl@abc", wrong_first: int = 0) -> dict[str, Any]:
+    """A graded pass of ``total`` questions q0, q1, …, ``correct`` of them right: the first ``wrong_first`` wrong,
+    then the right ones, then the rest wrong (so two passes share their marks where their ranges overlap)."""
+    problems = [task_set(SAMPLE_SET)[0]] * total
+    right = set(range(wrong_first, wrong_first + correct))
+    answers = [{"id": f"q{index}", "text": problems[0].answer if index in right else "no idea", "error": None}
+               for index in range(total)]
+    return score_pass({"set": name, "seconds": 60.0, "answers": answers}, problems)
 
 
-def test_a_drop_whose_interval_clears_the_tolerance_differs_else_same_or_cannot_tell() -> None:
-    reference = scored(270)  # 90 %
-    assert compare_scores(reference, scored(268), 8)["state"] == SAME  # [-4.4, 5.1] inside 8 points
+def test_a_drop_whose_paired_interval_clears_the_tolerance_differs_else_same_or_cannot_tell() -> None:
+    reference = scored(270)  # 90 %, q0-q269 right
+    assert reference["marks"]["q0"] is True and reference["marks"]["q299"] is False
+    same = compare_scores(reference, scored(268), 8)  # 2 questions lost, none gained
+    assert same["state"] == SAME and (same["lost"], same["gained"]) == (2, 0)
     dropped = compare_scores(reference, scored(220), 8)
-    assert dropped["state"] == SCORE_DIFFERS and dropped["line"].startswith("task score dropped (73.3 %")
-    assert compare_scores(reference, scored(250), 8)["state"] == "cannot tell"  # drop 6.7, interval spans 8
+    assert dropped["state"] == SCORE_DIFFERS and dropped["line"].startswith("task score dropped (73.3 % against the "
+                                                                            "reference's 90.0 % on the same 300")
+    assert "50 lost, 0 gained, McNemar exact p" in dropped["line"] and "a drop is called from 11.7 points" in \
+        dropped["line"]
+    unclear = compare_scores(reference, scored(250), 8)  # drop 6.7, its paired interval spans 8
+    assert unclear["state"] == "cannot tell" and unclear["interval"][0] < 8 < unclear["interval"][1]
     assert compare_scores(reference, scored(270, name="other@1"), 8)["line"].startswith(
         "task score cannot tell: measured on other@1")
     assert compare_scores(None, reference, 8)["line"] == "task score cannot tell: no reference score"
+    unpaired = {key: value for key, value in reference.items() if key != "marks"}  # graded before marks were kept
+    assert "no per-question marks" in compare_scores(unpaired, scored(270), 8)["line"]
+
+
+def test_the_paired_interval_is_narrower_than_the_unpaired_one_on_the_same_questions() -> None:
+    """The issue's 90 % -> 80 % on the same 300 questions, 30 lost and none gained: the unpaired (Newcombe) interval
+    was 4.3-15.7 points; paired, only the changed questions vary: 6.7-13.7, McNemar p 2e-9. Still not clear of an
+    8-point tolerance, so "cannot tell", which now keeps a faster recipe from being better (test below)."""
+    judged = compare_scores(scored(270), scored(240), 8)
+    low, high = judged["interval"]
+    assert judged["state"] == "cannot tell" and (round(low, 1), round(high, 1)) == (6.7, 13.7)
+    assert judged["mcnemar_p"] < 1e-8 and "McNemar exact p 1.86e-09" in judged["line"]
+    # The same two scores with the changes both ways (45 lost, 15 gained): wider, as it should be.
+    mixed = compare_scores(scored(270), scored(240, wrong_first=45), 8)
+    assert (mixed["lost"], mixed["gained"]) == (45, 15) and mixed["interval"][1] - mixed["interval"][0] > high - low
+    assert compare_scores(scored(270), scored(225), 8)["state"] == SCORE_DIFFERS  # 45 lost: [11.1, 19.2]
 
 
 def test_a_score_that_dropped_makes_the_answers_differ_whatever_the_kld() -> None:
@@ -154,10 +179,36 @@ def test_a_score_that_dropped_makes_the_answers_differ_whatever_the_kld() -> Non
     dropped = {"against_reference": {**kld_same, "task_score": compare_scores(scored(270), scored(220), 8)}}
     assert judge_quality(dropped).state == DIFFER
     assert judge_quality(dropped).line.startswith("answers differ (task score dropped (73.3 %")
-    unclear = {"against_reference": {**kld_same, "task_score": compare_scores(scored(270), scored(250), 8)}}
-    assert judge_quality(unclear).state == SAME_ANSWERS and "task score cannot tell" in judge_quality(unclear).line
     refused = {"against_reference": {"refused": "no reference", "task_score": compare_scores(None, scored(1), 8)}}
     assert judge_quality(refused).state == UNKNOWN
+
+
+def test_a_task_score_that_cannot_tell_blocks_better_where_the_kld_says_same() -> None:
+    """The issue's case: 90 % -> 80 %-ish with a KLD inside the tolerance came out "same", and the faster recipe
+    "better" and kept. Now the score's "cannot tell" makes the answers "cannot tell", so the recipe is not better."""
+    from rigforge.quality.over_starts import judge_over_starts
+    from rigforge.recipes.quality_veto import quality_json, veto, with_task_scores
+    from rigforge.recipes.report import RecipeVerdict
+    from rigforge.updates.verdict import BETTER, CANNOT_TELL
+
+    kld_same = {"mean_kld": 0.006, "p99_kld": 0.02, "same_top_percent": 98.0, "positions": 128, "refused": None,
+                "tolerance": 0.01, "noise": {"mean_kld": 0.0007}, "reference": "m@1"}
+    unclear = compare_scores(scored(270), scored(250), 8)
+    starts = [{"quality": {"against_reference": {**kld_same, "task_score": unclear}}}]
+    judged = with_task_scores(judge_over_starts(starts), starts)
+    assert judged.state == UNKNOWN
+    assert judged.line.startswith("quality cannot tell: the KLD says answers same in its one start (mean KLD 0.0060")
+    assert "but task score cannot tell (83.3 % against the reference's 90.0 %" in judged.line
+    faster = RecipeVerdict("fast", BETTER, "decode C=1 in=128: 30.0 → 39.0 tok/s (+30.0 %)")
+    blocked = veto(faster, judged)
+    assert blocked.verdict == CANNOT_TELL and blocked.detail.startswith("faster, but quality cannot tell")
+    assert quality_json(judged, type("T", (), {"starts": tuple(starts)})())["state"] == UNKNOWN
+    # A score the same on the same questions leaves the KLD's "same", its paired line added.
+    kept = [{"quality": {"against_reference": {**kld_same, "task_score": compare_scores(scored(270), scored(270),
+                                                                                        8)}}}]
+    judged_same = with_task_scores(judge_over_starts(kept), kept)
+    assert judged_same.state == SAME_ANSWERS and "; task score same (90.0 %" in judged_same.line
+    assert veto(faster, judged_same).verdict == BETTER
 
 
 def test_answers_are_graded_only_against_the_set_they_were_asked_from(tmp_path: Path) -> None:
