@@ -9,9 +9,10 @@ full-vocabulary KLD is known, and judges the candidate exactly as a bench does: 
 The distributions: per position the reference's logits are Gaussian over a 2,048-token vocabulary with a scale
 drawn per position (a reference's top 20 then leave a median ~0.3 of the probability to the rest, as the sandbox's
 models do: docs/bench.md#how-low-the-top-k-kld-reads); a recipe adds Gaussian noise to the logits whose size varies
-per text (lognormal, sigma 0.5) and per position (lognormal, sigma 1: a heavy tail, a few positions carrying much of
-the sum, as measured). The noise's overall size is set by bisection on 2,000 positions so the recipe's exact mean
-KLD is the target. Scenarios (``--draws`` each):
+per text (lognormal, sigma 0.4) and per position (lognormal, sigma 0.5). That tail is heavier than any measured: the
+top 8 % of positions carry ~0.45 of the KLD's sum (the sandbox's kv-q4 fixture 0.33, the calibration's passes
+0.15-0.36), its mean 2.4x its median (measured 1.1-2.1). The noise's overall size is set by bisection on 2,000
+positions so the recipe's exact mean KLD is the target. Scenarios (``--draws`` each):
 
 - a recipe at 1.5x the tolerance (exact 0.015 against 0.01), the A/A at 0.0005: "same" must be <= 5 %;
 - an identical recipe (the candidate drawn as the A/A is: the reference recipe again) with A/A noise at 0.1x, 1x and
@@ -57,9 +58,9 @@ def reference_logits(generator: np.random.Generator, count: int) -> np.ndarray:
 
 
 def multipliers(generator: np.random.Generator, count: int) -> np.ndarray:
-    """Per position, how much noise it gets: lognormal per text (sigma 0.5) times lognormal per position (sigma 1)."""
-    per_text = np.repeat(generator.lognormal(0.0, 0.5, size=math.ceil(count / POSITIONS)), POSITIONS)[:count]
-    return per_text * generator.lognormal(0.0, 1.0, size=count)
+    """Per position, how much noise it gets: lognormal per text (sigma 0.4) times lognormal per position (sigma 0.5)."""
+    per_text = np.repeat(generator.lognormal(0.0, 0.4, size=math.ceil(count / POSITIONS)), POSITIONS)[:count]
+    return per_text * generator.lognormal(0.0, 0.5, size=count)
 
 
 def perturbed(generator: np.random.Generator, reference: np.ndarray, size: float) -> np.ndarray:
@@ -103,12 +104,13 @@ def as_pass(logprobs: np.ndarray) -> dict[str, Any]:
     return {"corpus": "simulated", "method": "greedy", "top_k": TOP_K, "texts": texts}
 
 
-def judged(reference: dict[str, Any], candidate: dict[str, Any], again: dict[str, Any]) -> str:
-    """The bench's judgement of ``candidate``, the reference's noise measured by ``again``."""
+def judged(reference: dict[str, Any], candidate: dict[str, Any], again: dict[str, Any]) -> tuple[str, float]:
+    """(the bench's judgement of ``candidate``, its mean top-k KLD), the reference's noise measured by ``again``."""
     noise = compare_passes(reference, again).as_dict()
     stored = {"recipe": "default", "run": "simulated", "noise": noise}
-    against = against_block(stored, "simulated", compare_passes(reference, candidate).as_dict(), TOLERANCE)
-    return judge_quality({"against_reference": against}).state
+    measured = compare_passes(reference, candidate).as_dict()
+    against = against_block(stored, "simulated", measured, TOLERANCE)
+    return judge_quality({"against_reference": against}).state, float(measured["mean_kld"])
 
 
 def wilson(hits: int, total: int) -> tuple[float, float]:
@@ -132,12 +134,11 @@ def scenario(name: str, candidate_kld: float | None, aa_kld: float, draws: int, 
         reference = reference_logits(generator, TEXTS * POSITIONS)
         candidate = perturbed(generator, reference, size)
         again = perturbed(generator, reference, aa_size)
-        ref_pass, cand_pass = as_pass(reference), as_pass(candidate)
-        states[judged(ref_pass, cand_pass, as_pass(again))] += 1
+        state, mean = judged(as_pass(reference), as_pass(candidate), as_pass(again))
+        states[state] += 1
         exact = float(np.mean(exact_kld(reference, candidate)))
-        measured = compare_passes(ref_pass, cand_pass)
-        if exact > 0 and measured.mean_kld is not None:
-            ratios.append(measured.mean_kld / exact)
+        if exact > 0:
+            ratios.append(mean / exact)
     shares = []
     for state in (SAME_ANSWERS, DIFFER, UNKNOWN):
         low, high = wilson(states[state], draws)
@@ -153,9 +154,9 @@ def main(argv: list[str]) -> int:
     print(f"{args.draws} draws a scenario; {TEXTS} texts x {POSITIONS} positions, top-{TOP_K} of {VOCABULARY} tokens, "
           f"tolerance {TOLERANCE}")
     rows = [("recipe at 1.5x the tolerance (exact 0.015), A/A 0.0005: 'same' must be <= 5 %", 1.5 * TOLERANCE, QUIET),
-            ("identical recipe, A/A 0.1x the tolerance: 'differ' must be <= 5 %", None, 0.1 * TOLERANCE),
-            ("identical recipe, A/A 1x the tolerance: 'differ' must be <= 5 %", None, TOLERANCE),
             ("identical recipe, A/A 2x the tolerance: 'differ' must be <= 5 %", None, 2 * TOLERANCE),
+            ("identical recipe, A/A 1x the tolerance: 'differ' must be <= 5 %", None, TOLERANCE),
+            ("identical recipe, A/A 0.1x the tolerance: 'differ' must be <= 5 %", None, 0.1 * TOLERANCE),
             ("recipe at 0.2x the tolerance (exact 0.002), A/A 0.0005: power to say 'same'", 0.2 * TOLERANCE, QUIET),
             ("recipe at 3x the tolerance (exact 0.03), A/A 0.0005: power to say 'differ'", 3 * TOLERANCE, QUIET)]
     for number, (name, candidate_kld, aa_kld) in enumerate(rows):

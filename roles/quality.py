@@ -147,8 +147,12 @@ def quality_regression(root: Path, record: UpdateRecord) -> UpdateRecord:
     + root: the controller's results folder
     + record: the update's record as its speed comparison wrote it
     """
-    after = judge_over_starts([load_result(Path(run)) for run in record.afters or [record.after]])
-    before = judge_over_starts([load_result(Path(run)) for run in record.baselines or [record.baseline]])
+    baselines = [load_result(Path(run)) for run in record.baselines or [record.baseline]]
+    # Against an imported reference both sides sit at the checkpoints' gap: the after-starts are judged relative to
+    # the baseline's (rigforge/quality/over_starts.py); against a recorded one the baseline changes nothing.
+    after = judge_over_starts([load_result(Path(run)) for run in record.afters or [record.after]],
+                              baseline_starts=baselines)
+    before = judge_over_starts(baselines, baseline_starts=baselines)
     if after.state != DIFFER or before.state == DIFFER:
         return record
     changed = replace(record, verdict=WORSE, summary=f"{after.line}; speed: {record.summary}")

@@ -35,22 +35,23 @@ from typing import Any
 
 SAME_ANSWERS, DIFFER, UNKNOWN, OFF = "same", "differ", "cannot tell", "off"
 #: Per k, the lowest ratio of the mean top-k KLD to the exact full-vocabulary mean KLD at the same positions,
-#: measured on the sandbox's recipes (measurements/quality_kld_calibration.py, docs/bench.md#how-low-the-top-k-kld-
-#: reads): the tolerance, as the top-k figure reads it, is the tolerance times this. A k between two is given the
-#: lower k's ratio; a k below the lowest is not calibrated (no "same").
-TOP_K_RATIO = {8: 0.5, 20: 0.6}
-#: The largest mean rest-bucket mass the calibration measured (its passes' mean): past it the ratio is not known.
-MAX_REST_MASS = 0.4
+#: measured on the sandbox's recipes and models (measurements/quality_kld_calibration.py, docs/bench.md#how-low-the-
+#: top-k-kld-reads: k 8 0.36-0.56, k 20 0.50-0.69), rounded down: the tolerance, as the top-k figure reads it, is
+#: the tolerance times this. A k between two is given the lower k's ratio; a k below the lowest is not calibrated.
+TOP_K_RATIO = {8: 0.35, 20: 0.5}
+#: Per k, the largest mean rest-bucket mass the calibration's passes had (0.44 at k 8, 0.32 at k 20), rounded up:
+#: past it the ratio was not measured, so the top-k figure cannot bound the truth ("cannot tell", never "same").
+MAX_REST_MASS = {8: 0.45, 20: 0.35}
 
 
-def ratio_at(k: int | None) -> float | None:
-    """The calibrated ratio for a pass compared at k (None: no k, or below every calibrated one).
+def calibrated_k(k: int | None) -> int | None:
+    """The largest calibrated k at or below k (None: no k, or below every calibrated one).
 
-    >>> ratio_at(20), ratio_at(12), ratio_at(4)
-    (0.6, 0.5, None)
+    >>> calibrated_k(20), calibrated_k(12), calibrated_k(4)
+    (20, 8, None)
     """
     known = [calibrated for calibrated in sorted(TOP_K_RATIO) if k is not None and calibrated <= k]
-    return TOP_K_RATIO[known[-1]] if known else None
+    return known[-1] if known else None
 
 
 def noise_bound(noise: Mapping[str, Any] | None) -> float | None:
@@ -145,14 +146,14 @@ def kld_state(against: Mapping[str, Any]) -> tuple[str, str]:
 
     >>> kld_state({"mean_kld": 0.002, "interval": [0.001, 0.003], "tolerance": 0.01, "top_k": 20,
     ...            "rest_mass": 0.2, "noise": {"mean_kld": 0.0}})
-    ('same', 'the interval within 0.6 x the tolerance 0.01 = 0.006 (the top-20 KLD reads as low as 0.6x the exact)')
+    ('same', 'the interval within 0.5 x the tolerance 0.01 = 0.005 (the top-20 KLD reads as low as 0.5x the exact)')
     """
     tolerance = float(against["tolerance"])
     low, high = against.get("interval") or (against["mean_kld"], against["mean_kld"])
     noise = noise_bound(against.get("noise"))
     floor = f"the A/A noise {noise:.4f}" if noise is not None else "the A/A noise (not measured yet)"
     k, rest = against.get("top_k"), against.get("rest_mass")
-    ratio = ratio_at(k) if k is not None else ratio_at(min(TOP_K_RATIO))  # a result from before k was kept: as 8
+    calibrated = calibrated_k(k) if k is not None else min(TOP_K_RATIO)  # a result from before k was kept: as 8
     if low > tolerance:
         if is_imported(against):
             return UNKNOWN, (f"past the tolerance {tolerance:g} of an imported reference, where every recipe sits at "
@@ -160,13 +161,14 @@ def kld_state(against: Mapping[str, Any]) -> tuple[str, str]:
         if noise is not None and low > noise:
             return DIFFER, f"the interval past the tolerance {tolerance:g} and {floor}"
         return UNKNOWN, f"past the tolerance {tolerance:g} but not clear of {floor}"
-    if ratio is None:
+    if calibrated is None:
         return UNKNOWN, (f"top-{k} is below every calibrated k ({', '.join(map(str, sorted(TOP_K_RATIO)))}): how low "
                          "it reads is not known, so no 'same'")
+    ratio, most = TOP_K_RATIO[calibrated], MAX_REST_MASS[calibrated]
     bound = tolerance * ratio
-    if rest is not None and rest > MAX_REST_MASS:
-        return UNKNOWN, (f"the rest bucket holds {rest:.2f} of the probability, past the calibrated {MAX_REST_MASS:g}: "
-                         "the top-k figure cannot bound the truth there")
+    if rest is not None and rest > most:
+        return UNKNOWN, (f"the rest bucket holds {rest:.2f} of the probability, past the {most:g} the top-{calibrated} "
+                         "calibration measured: the top-k figure cannot bound the truth there")
     said = f"{ratio:g} x the tolerance {tolerance:g} = {bound:.4g} (the top-{k or min(TOP_K_RATIO)} KLD reads as " \
            f"low as {ratio:g}x the exact)"
     if high <= bound:

@@ -18,8 +18,11 @@ against the profile's engine (with ``--profile``); the tokenizer against this mo
 tokenizer, and KLD needs the same vocabulary: refused). An existing reference is replaced only with ``--replace``
 (the old file is kept beside it). The file is written whole, then renamed; ``imported`` says from which file, run,
 recipe and checkpoint, and when. Its A/A noise is the source's own (a reference file's ``noise``) or, with
-``--noise-from``, the source's recipe measured in another engine start; without either, a pass past the tolerance
-is ``cannot tell`` until one is given (a pass here against it measures the checkpoints' gap, not its noise).
+``--noise-from``, the source's recipe measured in another engine start. A pass here against it measures the
+checkpoints' gap, not its noise, and every recipe sits at that gap: one pass against an imported reference is never
+"differ" (rigforge/quality/judge.py), and a tournament judges each recipe relative to the start recipe's gap
+(rigforge/quality/over_starts.py). Its passes are compared at the common top_k with this rig's (kld.py), and a
+candidate asks at least the imported pass's k (reference.py ``candidate_top_k``).
 Exit status: 0 imported (or would be, with ``--dry``), 2 bad input or refused (one message on stderr).
 """
 
@@ -201,8 +204,8 @@ def import_reference(source: Path, results_dir: Path, key: str, checkpoint: str 
         if measured.refused:
             raise RefusedImport(f"{noise_from}: refused as the A/A of {source}: {measured.refused}")
         noise = {**measured.as_dict(), "run": str(noise_from)}
-    lines.append("A/A noise: " + (f"mean KLD {noise['mean_kld']:.4f}" if noise else "none (a pass past the tolerance "
-                                  "is 'cannot tell' until one is imported with --noise-from)"))
+    lines.append("A/A noise: " + (f"mean KLD {noise['mean_kld']:.4f}" if noise else "none (a pass is judged against "
+                                  "the start recipe's gap in a tournament; --noise-from imports one)"))
     path = reference_path(results_dir, key)
     existing = load_reference(results_dir, key) if path.exists() else None
     if path.exists() and not replace:

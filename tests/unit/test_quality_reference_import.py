@@ -142,5 +142,7 @@ def test_the_report_names_the_imported_reference_its_verdicts_used(tmp_path: Pat
     text = report_markdown(build_report(trials, "default", POLICY), "h", "s")
     assert (f"- reference: {KEY} (imported 2026-11-27T09:40Z from {source} (checkpoint org/gemma-bf16@r1))"
             in text)
-    # Imported without noise and the start's passes are not its A/A: past the tolerance is not yet a claim.
-    assert "- **kv-q4**: quality cannot tell (start 1: mean KLD 0.0" in text
+    # Against an imported reference each recipe is judged relative to the start recipe's gap (its three starts
+    # repeat bit for bit here: their spread, the A/A, is zero): the start is the same, kv-q4 moved past it.
+    assert "- **default**: answers same in all 3 starts (mean KLD beyond the start recipe's +0.0000" in text
+    assert "- **kv-q4**: answers differ in all 3 starts (mean KLD beyond the start recipe's +0.05" in text
