@@ -23,7 +23,7 @@ import pytest
 from rigforge.known_failures import match, signature_data
 from rigforge.remote import bounded, gpu_errors, gpu_health, health_metrics
 
-CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "nvidia-h200-x1-collector"
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "monitoring" / "nvidia-h200-x1-collector"
 H200 = {"gpu": "0", "uuid": "GPU-4b0cdff0-4fa4-41e6-0f14-21ba657ef46f", "pci_bus_id": "0000:00:06.0"}
 XID_79 = "NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 #: Stand-in for nvidia-smi (not NVIDIA's program): STANDIN=hang sleeps far past any bound; STANDIN=replay prints
@@ -210,7 +210,7 @@ def test_a_part_that_raises_costs_only_its_own_samples() -> None:
 
 def test_xids_per_gpu_and_code_with_the_drivers_uuids(tmp_path: Path) -> None:
     # The real /proc/driver/nvidia/gpus/*/information of the 2x H200 capture, laid out again as files.
-    real = (CAPTURE.parent / "nvidia-h200-x2" / "proc-driver-nvidia-gpus-information.txt").read_text()
+    real = (CAPTURE.parents[1] / "gpu" / "nvidia-h200-x2" / "proc-driver-nvidia-gpus-information.txt").read_text()
     for line in real.splitlines():
         folder, text = line.split("/information:", 1)
         path = f"{folder}/information"
