@@ -160,6 +160,19 @@ def test_a_hung_nvidia_smi_is_cut_at_its_bound(smi: pytest.MonkeyPatch) -> None:
     assert time.monotonic() - started < 300  # the stand-in sleeps 600 s: it was not waited for
 
 
+def collector_config_for(tmp_path: Path, **overrides: object) -> dict:
+    """A collector.json for a run in ``tmp_path`` (the project's matcher and signatures, a 2-GPU profile's count)."""
+    config = {"interval_s": 30, "textfile": str(tmp_path / "rigforge.prom"), "state": str(tmp_path / "state.json"),
+              "matcher_dir": str(Path(match.__file__).parent), "matcher_module": "match",
+              "signatures": signature_data(), "bench_ident": "rigforge-bench",
+              "engine": {"unit": "rigforge-engine.service", "health_url": "http://127.0.0.1:9/health",
+                         "health_timeout_s": 600},
+              "gpus": {"count": 2}, "disks": {"weights": str(tmp_path)},
+              "bench": {"latest": str(overrides.pop("latest", tmp_path / "none.json")), "metric": "m", "key": "k",
+                        "stat": "median", "concurrency": 1, "input_tokens": 1, "floor": None}}
+    return {**config, **overrides}
+
+
 def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest.MonkeyPatch, tmp_path: Path) -> None:
     smi.setenv("STANDIN", "hang")
     # Stand-ins: journalctl printing one kernel Xid 79 line as JSON, systemctl an active engine unit.
@@ -170,15 +183,7 @@ def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest
     standin(tmp_path, "systemctl", "#!/bin/sh\nprintf 'ActiveState=active\\nNRestarts=0\\n'\n")
     fifo = tmp_path / "latest.json"  # a bench result no one ever writes: its read never returns (a hung mount)
     os.mkfifo(fifo)
-    config = {"interval_s": 30, "textfile": str(tmp_path / "rigforge.prom"), "state": str(tmp_path / "state.json"),
-              "matcher_dir": str(Path(match.__file__).parent), "matcher_module": "match",
-              "signatures": signature_data(), "bench_ident": "rigforge-bench",
-              "engine": {"unit": "rigforge-engine.service", "health_url": "http://127.0.0.1:9/health",
-                         "health_timeout_s": 600},
-              "gpus": {"count": 2}, "disks": {"weights": str(tmp_path)},
-              "bench": {"latest": str(fifo), "metric": "m", "key": "k", "stat": "median", "concurrency": 1,
-                        "input_tokens": 1, "floor": None},
-              "timeouts_s": {"gpu": 3, "bench": 2}}
+    config = collector_config_for(tmp_path, latest=str(fifo), timeouts_s={"gpu": 3, "bench": 2})
     (tmp_path / "c.json").write_text(json.dumps(config))
     started = time.monotonic()
     try:
@@ -198,6 +203,25 @@ def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest
         assert line in text, line
     assert "rigforge_nvidia_smi_exit_code" not in text
     assert json.loads((tmp_path / "state.json").read_text())["cursor"] == "s=1"
+
+
+def test_a_hung_journal_keeps_its_cursor_and_the_last_counts(smi: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Stand-ins: journalctl that never answers, systemctl an active unit; nvidia-smi replays the real H200 query.
+    standin(tmp_path, "journalctl", "#!/bin/sh\nexec sleep 600\n")
+    standin(tmp_path, "systemctl", "#!/bin/sh\nprintf 'ActiveState=active\\n'\n")
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    (tmp_path / "state.json").write_text(json.dumps({"boot_id": boot, "cursor": "s=0", "writes": 4,
+                                                     "lines": {"xid-79-fallen-off-bus": 3},
+                                                     "xids": {"0000:41:00.0|79": [3, 1796170000.0]}}))
+    (tmp_path / "c.json").write_text(json.dumps(collector_config_for(tmp_path, timeouts_s={"journal": 2})))
+    assert health_metrics.main([str(tmp_path / "c.json")]) == 0
+    text = (tmp_path / "rigforge.prom").read_text()
+    for line in ('rigforge_health_metrics_part_timed_out{part="journal"} 1',
+                 'rigforge_health_metrics_part_ok{part="gpu"} 1', "rigforge_gpus_found 1", 'rigforge_gpu_xid_errors_total{xid="79",pci_bus_id="0000:41:00.0",uuid=""} 3',
+                 'rigforge_known_failure_lines_total{id="xid-79-fallen-off-bus",failure_severity="blocking"} 3'):
+        assert line in text, line
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert (state["cursor"], state["writes"]) == ("s=0", 5)
 
 
 def test_a_part_that_raises_costs_only_its_own_samples() -> None:
