@@ -212,13 +212,15 @@ def test_a_hung_journal_keeps_its_cursor_and_the_last_counts(smi: pytest.MonkeyP
     boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     (tmp_path / "state.json").write_text(json.dumps({"boot_id": boot, "cursor": "s=0", "writes": 4,
                                                      "lines": {"xid-79-fallen-off-bus": 3},
-                                                     "xids": {"0000:41:00.0|79": [3, 1796170000.0]}}))
+                                                     "xids": {"0000:41:00.0|79": [3, 1796170000.0]},
+                                                     # the UUID the driver gave before it let go of the GPU
+                                                     "uuids": {"0000:41:00.0": "GPU-gone"}}))
     (tmp_path / "c.json").write_text(json.dumps(collector_config_for(tmp_path, timeouts_s={"journal": 2})))
     assert health_metrics.main([str(tmp_path / "c.json")]) == 0
     text = (tmp_path / "rigforge.prom").read_text()
     for line in ('rigforge_health_metrics_part_timed_out{part="journal"} 1',
                  'rigforge_health_metrics_part_ok{part="gpu"} 1', "rigforge_gpus_found 1",
-                 'rigforge_gpu_xid_errors_total{xid="79",pci_bus_id="0000:41:00.0",uuid=""} 3',
+                 'rigforge_gpu_xid_errors_total{xid="79",pci_bus_id="0000:41:00.0",uuid="GPU-gone"} 3',
                  'rigforge_known_failure_lines_total{id="xid-79-fallen-off-bus",failure_severity="blocking"} 3'):
         assert line in text, line
     state = json.loads((tmp_path / "state.json").read_text())
