@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - the rig's layout
 Sample = tuple[str, dict[str, str], float]
 
 #: The fields of the one query, each a documented ``nvidia-smi --help-query-gpu`` name (driver 580's help,
-#: tests/fixtures/gpu/nvidia-h200-x1-collector/nvidia-smi-help-query-gpu.txt).
+#: tests/fixtures/monitoring/nvidia-h200-x1-collector/nvidia-smi-help-query-gpu.txt).
 QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "persistence_mode", "power.limit",
                 "power.draw", "temperature.gpu", "temperature.memory", "temperature.gpu.tlimit",
                 "pcie.link.gen.gpucurrent", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max",

@@ -221,8 +221,10 @@ def collect(config: Mapping[str, Any], state: dict[str, Any]) -> list[Sample]:
     journal, pcie = results.pop("journal"), results.pop("pcie")
     if journal.error is None:
         state.update(journal.value)
+    # A GPU's UUID stays on its Xid series after the driver lets go of the GPU (fallen off the bus): kept per boot.
+    state["uuids"] = {**state.get("uuids", {}), **gpu_errors.gpu_uuids()}
     samples: list[Sample] = [*known_failure_samples(config["signatures"], state["lines"]),
-                             *gpu_errors.xid_samples(state.get("xids", {}), gpu_errors.gpu_uuids()),
+                             *gpu_errors.xid_samples(state.get("xids", {}), state["uuids"]),
                              *unrecognised_samples(state.get("unrecognised", {}))]
     if pcie.value is not None:
         samples += pcie.value[0]

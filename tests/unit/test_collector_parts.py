@@ -23,7 +23,7 @@ import pytest
 from rigforge.known_failures import match, signature_data
 from rigforge.remote import bounded, gpu_errors, gpu_health, health_metrics
 
-CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "nvidia-h200-x1-collector"
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "monitoring" / "nvidia-h200-x1-collector"
 H200 = {"gpu": "0", "uuid": "GPU-4b0cdff0-4fa4-41e6-0f14-21ba657ef46f", "pci_bus_id": "0000:00:06.0"}
 XID_79 = "NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 #: Stand-in for nvidia-smi (not NVIDIA's program): STANDIN=hang sleeps far past any bound; STANDIN=replay prints
@@ -160,6 +160,19 @@ def test_a_hung_nvidia_smi_is_cut_at_its_bound(smi: pytest.MonkeyPatch) -> None:
     assert time.monotonic() - started < 300  # the stand-in sleeps 600 s: it was not waited for
 
 
+def collector_config_for(tmp_path: Path, **overrides: object) -> dict:
+    """A collector.json for a run in ``tmp_path`` (the project's matcher and signatures, a 2-GPU profile's count)."""
+    config = {"interval_s": 30, "textfile": str(tmp_path / "rigforge.prom"), "state": str(tmp_path / "state.json"),
+              "matcher_dir": str(Path(match.__file__).parent), "matcher_module": "match",
+              "signatures": signature_data(), "bench_ident": "rigforge-bench",
+              "engine": {"unit": "rigforge-engine.service", "health_url": "http://127.0.0.1:9/health",
+                         "health_timeout_s": 600},
+              "gpus": {"count": 2}, "disks": {"weights": str(tmp_path)},
+              "bench": {"latest": str(overrides.pop("latest", tmp_path / "none.json")), "metric": "m", "key": "k",
+                        "stat": "median", "concurrency": 1, "input_tokens": 1, "floor": None}}
+    return {**config, **overrides}
+
+
 def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest.MonkeyPatch, tmp_path: Path) -> None:
     smi.setenv("STANDIN", "hang")
     # Stand-ins: journalctl printing one kernel Xid 79 line as JSON, systemctl an active engine unit.
@@ -170,15 +183,7 @@ def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest
     standin(tmp_path, "systemctl", "#!/bin/sh\nprintf 'ActiveState=active\\nNRestarts=0\\n'\n")
     fifo = tmp_path / "latest.json"  # a bench result no one ever writes: its read never returns (a hung mount)
     os.mkfifo(fifo)
-    config = {"interval_s": 30, "textfile": str(tmp_path / "rigforge.prom"), "state": str(tmp_path / "state.json"),
-              "matcher_dir": str(Path(match.__file__).parent), "matcher_module": "match",
-              "signatures": signature_data(), "bench_ident": "rigforge-bench",
-              "engine": {"unit": "rigforge-engine.service", "health_url": "http://127.0.0.1:9/health",
-                         "health_timeout_s": 600},
-              "gpus": {"count": 2}, "disks": {"weights": str(tmp_path)},
-              "bench": {"latest": str(fifo), "metric": "m", "key": "k", "stat": "median", "concurrency": 1,
-                        "input_tokens": 1, "floor": None},
-              "timeouts_s": {"gpu": 3, "bench": 2}}
+    config = collector_config_for(tmp_path, latest=str(fifo), timeouts_s={"gpu": 3, "bench": 2})
     (tmp_path / "c.json").write_text(json.dumps(config))
     started = time.monotonic()
     try:
@@ -200,6 +205,28 @@ def test_a_hung_nvidia_smi_blocks_neither_the_journal_nor_the_engine(smi: pytest
     assert json.loads((tmp_path / "state.json").read_text())["cursor"] == "s=1"
 
 
+def test_a_hung_journal_keeps_its_cursor_and_the_last_counts(smi: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Stand-ins: journalctl that never answers, systemctl an active unit; nvidia-smi replays the real H200 query.
+    standin(tmp_path, "journalctl", "#!/bin/sh\nexec sleep 600\n")
+    standin(tmp_path, "systemctl", "#!/bin/sh\nprintf 'ActiveState=active\\n'\n")
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    (tmp_path / "state.json").write_text(json.dumps({"boot_id": boot, "cursor": "s=0", "writes": 4,
+                                                     "lines": {"xid-79-fallen-off-bus": 3},
+                                                     "xids": {"0000:41:00.0|79": [3, 1796170000.0]},
+                                                     # the UUID the driver gave before it let go of the GPU
+                                                     "uuids": {"0000:41:00.0": "GPU-gone"}}))
+    (tmp_path / "c.json").write_text(json.dumps(collector_config_for(tmp_path, timeouts_s={"journal": 2})))
+    assert health_metrics.main([str(tmp_path / "c.json")]) == 0
+    text = (tmp_path / "rigforge.prom").read_text()
+    for line in ('rigforge_health_metrics_part_timed_out{part="journal"} 1',
+                 'rigforge_health_metrics_part_ok{part="gpu"} 1', "rigforge_gpus_found 1",
+                 'rigforge_gpu_xid_errors_total{xid="79",pci_bus_id="0000:41:00.0",uuid="GPU-gone"} 3',
+                 'rigforge_known_failure_lines_total{id="xid-79-fallen-off-bus",failure_severity="blocking"} 3'):
+        assert line in text, line
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert (state["cursor"], state["writes"]) == ("s=0", 5)
+
+
 def test_a_part_that_raises_costs_only_its_own_samples() -> None:
     def broken() -> list:
         raise OSError("disk gone")
@@ -210,7 +237,7 @@ def test_a_part_that_raises_costs_only_its_own_samples() -> None:
 
 def test_xids_per_gpu_and_code_with_the_drivers_uuids(tmp_path: Path) -> None:
     # The real /proc/driver/nvidia/gpus/*/information of the 2x H200 capture, laid out again as files.
-    real = (CAPTURE.parent / "nvidia-h200-x2" / "proc-driver-nvidia-gpus-information.txt").read_text()
+    real = (CAPTURE.parents[1] / "gpu" / "nvidia-h200-x2" / "proc-driver-nvidia-gpus-information.txt").read_text()
     for line in real.splitlines():
         folder, text = line.split("/information:", 1)
         path = f"{folder}/information"
