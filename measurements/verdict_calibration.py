@@ -65,6 +65,14 @@ def others_shift(profile: Profile) -> float:
     return -OTHERS_PAST * max(others, default=0.0) / 100.0
 
 
+def signature(profile: Profile, noises: list[float], offsets: list[float]) -> tuple[object, ...]:
+    """Everything the rows of a profile depend on: two profiles alike in all of it print the same rows."""
+    verdicts = profile.bench.verdicts
+    return (tuple(judged_grid(profile)), profile.bench.repeats, verdicts.starts, verdicts.false_claim_rate,
+            look_rates(profile), extra_rounds(profile, 1 + synthetic.TOURNAMENT_RECIPES),
+            tuple(planned(profile, noise, offset).starts for noise in noises for offset in offsets))
+
+
 def driver_row(name: str, profile: Profile, noise: float, offset: float, draws: int, seed: int) -> str:
     plan = planned(profile, noise, offset)
     k, tolerance = plan.starts, primary_tolerance(profile)
@@ -116,17 +124,25 @@ def main() -> int:
     parser.add_argument("--offsets", default=",".join(map(str, OFFSETS)))
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--only", choices=(DRIVER_UPDATE, TOURNAMENT), help="one design's table only")
+    parser.add_argument("--tournament-noises", help="the tournaments' repeat noises (default: --noises)")
     args = parser.parse_args()
     names, noises = args.profiles.split(","), [float(value) for value in args.noises.split(",")]
     offsets = [float(value) for value in args.offsets.split(",")]
     began = time.monotonic()
+    tournament_noises = [float(value) for value in (args.tournament_noises or args.noises).split(",")]
     for design, head, row in ((DRIVER_UPDATE, DRIVER_HEAD, driver_row), (TOURNAMENT, TOURNAMENT_HEAD, tournament_row)):
         if args.only and args.only != design:
             continue
         print(f"\n{design}s, {args.draws} draws a cell\n\n{head}", flush=True)
+        seen: dict[tuple[object, ...], str] = {}
         for name in names:
             profile = load_profile(name)
-            for noise in noises:
+            same_as = seen.setdefault(signature(profile, noises, offsets), name)
+            if same_as != name:
+                print(f"| {name} | = {same_as}: the same judged grid, tolerances, repeats, k and looks, so the same "
+                      "seeded draws give the same rows |", flush=True)
+                continue
+            for noise in noises if design == DRIVER_UPDATE else tournament_noises:
                 for offset in offsets:
                     print(row(name, profile, noise, offset, args.draws, args.seed), flush=True)
     print(f"\n({time.monotonic() - began:.0f} s)", flush=True)
