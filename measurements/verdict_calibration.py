@@ -21,6 +21,7 @@ recipe without a claim, the second look at the rest; then a better confirmed in 
 better" counts only confirmed finds; every other better is labelled unconfirmed in the report.
 
     .venv/bin/python measurements/verdict_calibration.py [--draws 1000] [--profiles sandbox,2x-pix] [--noises 0.02]
+    .venv/bin/python measurements/verdict_calibration.py --what-k-resolves 2,3,4,5,6,8,12
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from rigforge.bench_runs.starts import minutes  # noqa: E402
 from rigforge.profile import Profile  # noqa: E402
 from rigforge.profile.loader import load_profile  # noqa: E402
 from rigforge.recipes.rounds import extra_rounds, look_rates  # noqa: E402
+from rigforge.updates.resolution import resolution  # noqa: E402
 from rigforge.updates.sizing import Spread, StartsPlan, plan_starts, primary_tolerance  # noqa: E402
 from tests.bench_support import synthetic  # noqa: E402
 from tests.bench_support.synthetic import DRIVER_UPDATE, TOURNAMENT, claim_rates, judged_grid  # noqa: E402
@@ -116,6 +118,18 @@ TOURNAMENT_HEAD = ("| profile | noise | offset | k (look rates; extra rounds) | 
                    "|---|---|---|---|---|---|---|---|---|")
 
 
+def what_k_resolves(counts: list[int], spreads: list[float]) -> None:
+    """The resolution at a 5 % tolerance and the primary's share of the default rate (0.025), 80 % power: the
+    smallest loss called worse / the narrowest same margin, per starts a side and spread (no draws: the
+    resolution is computed as the verdict decides, rigforge.updates.resolution)."""
+    print("| start-to-start spread | " + " | ".join(f"k={k}: worse from / same within" for k in counts) + " |")
+    print("|---|" + "---|" * len(counts))
+    for spread in spreads:
+        cells = [resolution(k, k, spread, 0.05, 0.025) for k in counts]
+        print(f"| {spread:.1%} | " + " | ".join(f"-{r.smallest_worse:.1%} / ±{r.same_margin:.1%}" for r in cells)
+              + " |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=1000)
@@ -125,7 +139,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--only", choices=(DRIVER_UPDATE, TOURNAMENT), help="one design's table only")
     parser.add_argument("--tournament-noises", help="the tournaments' repeat noises (default: --noises)")
+    parser.add_argument("--what-k-resolves", help="print the resolution at these starts a side only, e.g. 3,5,8")
     args = parser.parse_args()
+    if args.what_k_resolves:
+        what_k_resolves([int(k) for k in args.what_k_resolves.split(",")], [0.01, 0.02, 0.035, 0.05, 0.10, 0.15])
+        return 0
     names, noises = args.profiles.split(","), [float(value) for value in args.noises.split(",")]
     offsets = [float(value) for value in args.offsets.split(",")]
     began = time.monotonic()
