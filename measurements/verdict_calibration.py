@@ -139,11 +139,18 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--only", choices=(DRIVER_UPDATE, TOURNAMENT), help="one design's table only")
     parser.add_argument("--tournament-noises", help="the tournaments' repeat noises (default: --noises)")
+    parser.add_argument("--even-looks", action="store_true",
+                        help="split the two looks' rate evenly (the older Bonferroni halves), to compare the splits")
     parser.add_argument("--what-k-resolves", help="print the resolution at these starts a side only, e.g. 3,5,8")
     args = parser.parse_args()
     if args.what_k_resolves:
         what_k_resolves([int(k) for k in args.what_k_resolves.split(",")], [0.01, 0.02, 0.035, 0.05, 0.10, 0.15])
         return 0
+    if args.even_looks:
+        def even(profile: Profile, rate: float | None = None) -> tuple[float, ...]:
+            split = look_rates(profile, rate)
+            return tuple(sum(split) / len(split) for _ in split)
+        synthetic.look_rates = even  # the tournaments' looks only; the printed plan keeps the profile's split
     names, noises = args.profiles.split(","), [float(value) for value in args.noises.split(",")]
     offsets = [float(value) for value in args.offsets.split(",")]
     began = time.monotonic()
