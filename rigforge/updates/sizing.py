@@ -34,7 +34,7 @@ from rigforge.updates.policy import RegressionPolicy
 from rigforge.updates.resolution import MOST_STARTS, Resolution, resolution, starts_to_resolve
 from rigforge.updates.starts import METRICS
 
-__all__ = ["Spread", "StartsPlan", "assumed_spread", "plan_starts", "pooled_spread", "primary_alpha",
+__all__ = ["Spread", "StartsPlan", "assumed_spread", "plan_line", "plan_starts", "pooled_spread", "primary_alpha",
            "primary_spread", "primary_tolerance", "resolution_at", "resolution_words", "resolving_starts"]
 
 
@@ -115,7 +115,9 @@ def resolution_at(profile: Profile, k_before: int, k_after: int, spread: float) 
 def resolving_starts(profile: Profile, spread: float) -> int | None:
     """The fewest starts a side (2..MOST_STARTS) whose resolution resolves the primary's tolerance at ``spread``
     (``Resolution.resolves``); None: none do."""
-    return starts_to_resolve(spread, primary_tolerance(profile), primary_alpha(profile), same=True)
+    tolerance = primary_tolerance(profile)
+    # Twice a tolerance of 50 % or more is a loss of everything: size for 99 % then (a loss of 100 % has no log).
+    return starts_to_resolve(spread, tolerance, primary_alpha(profile), loss=min(2.0 * tolerance, 0.99), same=True)
 
 
 def plan_starts(profile: Profile, spread: Spread) -> StartsPlan:

@@ -58,6 +58,7 @@ def test_k_grows_from_the_floor_to_resolve_the_tolerance_within_the_budget() -> 
     assert roomy.starts == roomy.needed > 3 and not roomy.capped and roomy.resolution.resolves
     wide = plan_starts(_with(sandbox, tolerance=40.0), Spread(0.06, "assumed"))
     assert (wide.starts, wide.capped) == (3, False)  # bench.verdicts.starts is the floor
+    assert plan_starts(_with(sandbox, tolerance=50.0), Spread(0.06, "assumed")).starts == 3  # 2 x 50 %: sized at 99 %
     assert plan_starts(_with(sandbox, budget=0), Spread(0.06, "assumed")).starts == 3  # never below the floor
 
 
