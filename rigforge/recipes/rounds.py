@@ -34,7 +34,7 @@ Example::
     round_orders(["default", "aa1", "one-thread"], 3, seed="20261127T060000Z")
     # [['default', 'aa1', 'one-thread'], ['aa1', 'one-thread', 'default'], ['one-thread', 'default', 'aa1']]
     plan_line(profile, ["default", "aa1", "one-thread"])
-    # 'plan: 3 recipes x 3 starts = 9 engine starts of 3 cells x 2 repeats; about 5 min ...'
+    # 'plan: 3 recipes x 3 starts = 9 engine starts of 3 cells x 2 repeats; about 8 min ...'
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def extra_rounds(profile: Profile, names: int) -> int:
 
     Example::
 
-        extra_rounds(load_profile("sandbox"), 2)     # 1: a start estimated at 50 s, 120 s of budget: 2 x 50 s fit once
+        extra_rounds(load_profile("sandbox"), 2)     # 5: a start estimated at 50 s, 500 s of budget: 2 x 50 s fit 5 x
     """
     per_round = judged_start_seconds(profile) * max(names, 1)
     return int(profile.bench.verdicts.decide_budget_s // per_round) if per_round > 0 else 0

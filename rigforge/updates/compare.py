@@ -6,7 +6,9 @@ Usage::
     python -m rigforge.updates.compare results/a/T1,results/a/T2,results/a/T3 results/a/T4,results/a/T5,results/a/T6
     python -m rigforge.updates.compare --host rig2x-a [--results results]   # latest vs the last run on another driver
 
-Exit status: 0 better, same or cannot tell, 1 worse (regression), 2 bad input (one line on stderr).
+Exit status: 0 better, same or cannot tell, 1 worse (regression), 2 bad input (one line on stderr). After the
+table it prints the primary's resolution: what the starts resolve at the spread they measured
+(rigforge.updates.resolution), so a "cannot tell" says how far it could see.
 The tolerance comes from the profile the after-result was measured with (``--profile`` overrides). A side is one
 run directory per engine start, comma-separated: one start a side measures no start-to-start noise, so it
 cannot tell (rigforge.updates.comparison).
@@ -74,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     comparison = compare(before, after, policy)
     print(f"before: {', '.join(map(str, before_runs))}\nafter:  {', '.join(map(str, after_runs))}\n")
     print(render_markdown(comparison))
+    seen = comparison.resolution()
+    if seen is not None:  # what these starts could tell apart, whatever the verdict
+        print(f"resolution (primary): {seen.describe()}")
     run_dir = after_run if after_run.is_dir() else after_run.parent
     before_name = (before_run if before_run.is_dir() else before_run.parent).name
     png = render_plot(comparison, args.png or run_dir / f"compare-{before_name}.png")

@@ -16,9 +16,15 @@ Verdicts (``Comparison.verdict``, decided by rigforge.updates.verdict, which say
   worse.
 - ``"worse (regression)"``: some judged metric got worse the same way, or a cell that measured before failed
   (or is missing) after in any start. Any judged metric can veto this way.
-- ``"same"``: no claim, and the primary's 90 % interval lies inside ± its tolerance (TOST).
-- ``"cannot tell"``: no claim, and the starts are too few or too noisy to say "same" (the row says why and how
-  many engine starts a side would decide it, ``Cell.starts_to_decide``).
+- ``"same"``: no claim, and every judged metric's 90 % interval lies inside ± its own tolerance (TOST on each).
+- ``"cannot tell"``: no claim, and some judged metric is not same: the starts are too few or too noisy, a metric
+  other than the primary moved past its tolerance for the better, or a judged row is unjudgeable (a NaN, a value
+  of zero or less, one start a side). The row says why, what the starts resolve at the spread they measured
+  (``Cell.resolution``) and how many engine starts a side would resolve the tolerance (``Cell.starts_to_decide``).
+
+One bad start a side (rigforge.updates.robust) is set aside when every judged row holds a value of every start;
+a claim must then hold with it too (``Cell.set_aside`` says which). ``Comparison.resolution()`` is the primary
+row's resolution, said in every ``cannot tell`` summary.
 
 Judged metrics are those the profile's ``bench.regression_tolerance`` rules name; the others are shown but
 never decide. The row shows the statistic that decided: the ratio of the geometric means of the start values,

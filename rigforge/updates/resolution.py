@@ -195,10 +195,11 @@ def starts_to_resolve(spread: float, tolerance: float, alpha: float, power: floa
 
     >>> starts_to_resolve(0.02, 0.05, 0.025), starts_to_resolve(0.02, 0.05, 0.025, power=0.95)
     (5, 6)
-    >>> starts_to_resolve(0.20, 0.05, 0.025) is None
-    True
+    >>> starts_to_resolve(0.20, 0.05, 0.025) is None, starts_to_resolve(0.02, 0.5, 0.025)
+    (True, 2)
     """
-    target = 2.0 * tolerance if loss is None else loss
+    # A loss of 100 % or more has no log (after would be 0): a tolerance of 50 % or more sizes for a 99 % loss.
+    target = min(2.0 * tolerance if loss is None else loss, 0.99)
     if not math.isfinite(spread) or spread < 0.0:
         return None
     room = -math.log1p(-target) - _down_margin(tolerance)  # log units past the tolerance a claim may take

@@ -164,7 +164,12 @@ class Welch:
         """The (1 - level_p) confidence interval of the change, in % of before."""
         # df to 0.01: the critical value moves by far less than the interval's own digits, and repeats hit the cache.
         half = t_quantile(level_p, round(self.df, 2)) * self.standard_error
-        return math.expm1(self.log_change - half) * 100.0, math.expm1(self.log_change + half) * 100.0
+        return _percent(self.log_change - half), _percent(self.log_change + half)
+
+
+def _percent(log_change: float) -> float:
+    """A log change in %; past what a float holds (a tiny level at 1-2 degrees of freedom), infinite."""
+    return math.expm1(log_change) * 100.0 if log_change < 700.0 else math.inf
 
 
 def _variance(values: Sequence[float]) -> float:

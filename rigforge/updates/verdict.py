@@ -22,10 +22,21 @@ documents' answer to a ±15 % scatter is more restarts. The row still shows the 
 deviation of one start's value: where one more start may land).
 
 Only the primary can make a comparison ``better``; any other judged metric can only veto it (``worse``).
-``same`` is an equivalence test (TOST: two one-sided tests at 5 % each, i.e. the 90 % interval of the change
-inside ± the tolerance; D. J. Schuirmann, J. Pharmacokinet. Biopharm. 15, 1987 — the 90 % interval the FDA's
-bioequivalence guidance uses); otherwise, without a claim, it is ``cannot tell`` — with the noise and how many
-engine starts a side would decide it with 80 % power (``starts_to_decide``).
+``same`` is an equivalence test on **every** judged metric (TOST: two one-sided tests at 5 % each, i.e. the 90 %
+interval of the change inside ± that metric's tolerance; D. J. Schuirmann, J. Pharmacokinet. Biopharm. 15, 1987 —
+the 90 % interval the FDA's bioequivalence guidance uses, endpoint by endpoint): an intersection-union test, so it
+needs no correction for their number. A judged metric that is not same — moved past its tolerance, too noisy to
+tell, or unjudgeable (a NaN, a value of zero or less, one start: ``Answer.refused``) — leaves the comparison
+``cannot tell``; an unjudgeable one blocks ``better`` too (it might have been a veto). A ``cannot tell`` says the
+resolution: what these starts resolve at the spread they measured (rigforge.updates.resolution: the smallest loss
+called worse and the narrowest "same" margin, 80 % power) and how many engine starts a side would resolve the
+tolerance (``starts_to_decide``: sized at the tolerance, a loss of twice it called worse and no change same, not
+at the change measured).
+
+One bad start a side is set aside by a rule declared in rigforge.updates.robust (a start 18-22 % off its side's
+median start across the judged rows, and four times further than the side's other starts): the questions are
+judged without it, and a better or worse claim stands only when all the starts claim it too, so the rule never
+makes a claim; the answer says which start was set aside.
 
 Example::
 

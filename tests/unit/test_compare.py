@@ -226,6 +226,7 @@ def test_cli_prints_the_table_writes_a_png_and_fails_on_regression(
     assert (news[0] / f"compare-{olds[0].name}.png").stat().st_size > 0
     single = run_cli("--host", "bench-a", "--results", str(tmp_path))  # the last start on each driver: one a side
     assert single.returncode == 0 and "CANNOT TELL" in single.stdout and "one engine start a side" in single.stdout
+    assert "resolution (primary): 2 vs 2 starts at a start-to-start spread of" in regressed.stdout
     same = run_cli(",".join(map(str, olds)), ",".join(map(str, olds)))
     assert same.returncode == 0 and ("SAME" in same.stdout or "CANNOT TELL" in same.stdout)
 
