@@ -39,9 +39,10 @@ HEAD_LINES = 500
 TAIL_LINES = 1500
 LINE_CHARS = 2000
 #: The bounded streams, in one awk pass over the candidate lines (the needles come in RF_NEEDLES, one a line): a
-#: line counts for the first needle it holds; its message is the line without its numbers.
+#: line counts for the first needle it holds; its message is the line without its numbers. RF_GATE, every needle
+#: as one regular expression, spares the lines that hold only an error word the test of each needle in turn.
 _SPLIT = ('BEGIN{k=split(ENVIRON["RF_NEEDLES"],n,"\\n")}'
-          '{hit=0;for(i=1;i<=k;i++)if(n[i]!=""&&index($0,n[i])){hit=i;break}'
+          '{hit=0;if($0~ENVIRON["RF_GATE"])for(i=1;i<=k;i++)if(n[i]!=""&&index($0,n[i])){hit=i;break}'
           'if(hit){key=$0;gsub(/0x[0-9a-fA-F]+|[0-9]+/,"",key);c[hit]++;'
           'if(c[hit]<=sh){seen[hit,key]=1;print}else if(!((hit,key) in seen)){seen[hit,key]=1;if(++d[hit]<=sd)print}'
           'next}'
@@ -112,9 +113,11 @@ def candidate_filter(needles: list[str]) -> str:
 
     + needles: the lines holding one of these are the signature stream (RF_NEEDLES, one a line)
     """
-    listed = shlex.quote("\n".join(dict.fromkeys(needles)))
+    unique = list(dict.fromkeys(needles))
+    listed = shlex.quote("\n".join(unique))
+    gate = shlex.quote("|".join(re.sub(r"([\\^$.\[\]|()*+?{}])", r"\\\1", needle) for needle in unique) or "^$x")
     bounds = f"-v sh={NEEDLE_HEAD} -v sd={NEEDLE_DISTINCT} -v eh={HEAD_LINES} -v et={TAIL_LINES}"
-    return f"RF_NEEDLES={listed} awk {bounds} '{_SPLIT}'"
+    return f"RF_NEEDLES={listed} RF_GATE={gate} awk {bounds} '{_SPLIT}'"
 
 
 def failure_logs_command(unit: str, since: str | None, kernel_needles: list[str], engine_needles: list[str],

@@ -202,8 +202,12 @@ def unrecognised_hit(signatures: Iterable[Mapping[str, Any]], lines: Sequence[st
     errors = [line for line in held_lines(lines, ERROR_WORDS[place]) if error_line.search(line)]
     if not errors:
         return None
-    patterns = [re.compile(s["pattern"]) for s in signatures if any(ERROR_PLACE.get(w) == place for w in s["where"])]
-    unknown = [line for line in errors if not any(pattern.search(line) for pattern in patterns)]
+    # a signature recognises a line as match_lines does: the line holds one of its needles and its pattern matches
+    # (the needle's substring test first: most error lines hold no signature's needle)
+    known = [(needles_of(s), re.compile(s["pattern"])) for s in signatures
+             if any(ERROR_PLACE.get(w) == place for w in s["where"])]
+    unknown = [line for line in errors
+               if not any(any(word in line for word in words) and pattern.search(line) for words, pattern in known)]
     if not unknown:
         return None
     return Hit(UNRECOGNISED_SIGNATURE, where, unknown[0].strip()[:MAX_LINE], len(unknown))
