@@ -191,13 +191,14 @@ def test_a_task_score_that_cannot_tell_blocks_better_where_the_kld_says_same() -
     from rigforge.recipes.report import RecipeVerdict
     from rigforge.updates.verdict import BETTER, CANNOT_TELL
 
-    kld_same = {"mean_kld": 0.006, "p99_kld": 0.02, "same_top_percent": 98.0, "positions": 128, "refused": None,
-                "tolerance": 0.01, "noise": {"mean_kld": 0.0007}, "reference": "m@1"}
+    kld_same = {"mean_kld": 0.003, "interval": [0.002, 0.004], "top_k": 20, "rest_mass": 0.2, "p99_kld": 0.02,
+                "same_top_percent": 98.0, "positions": 128, "refused": None, "tolerance": 0.01,
+                "noise": {"mean_kld": 0.0007}, "reference": "m@1"}
     unclear = compare_scores(scored(270), scored(250), 8)
     starts = [{"quality": {"against_reference": {**kld_same, "task_score": unclear}}}]
     judged = with_task_scores(judge_over_starts(starts), starts)
     assert judged.state == UNKNOWN
-    assert judged.line.startswith("quality cannot tell: the KLD says answers same in its one start (mean KLD 0.0060")
+    assert judged.line.startswith("quality cannot tell: the KLD says answers same in its one start (mean KLD 0.0030")
     assert "but task score cannot tell (83.3 % against the reference's 90.0 %" in judged.line
     faster = RecipeVerdict("fast", BETTER, "decode C=1 in=128: 30.0 → 39.0 tok/s (+30.0 %)")
     blocked = veto(faster, judged)
