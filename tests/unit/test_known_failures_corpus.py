@@ -176,9 +176,9 @@ def test_the_variants_are_not_examples() -> None:
 
 def test_every_public_signature_quotes_its_source() -> None:
     """A signature whose lines come from public threads names them: a URL in its source."""
-    local = ("rig-facts", "tests/fixtures", "captured:", "llama.cpp", "the bench's")
+    local = ("rig-facts", "tests/fixtures", "captured:", "the bench's")
     for signature in known_signatures():
-        if not signature.source.startswith(local):
+        if not any(marker in signature.source for marker in local):
             assert URL.search(signature.source), signature.id
 
 
