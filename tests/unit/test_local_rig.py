@@ -38,8 +38,8 @@ def test_local_host_without_a_profile_says_how_to_name_one() -> None:
     with pytest.raises(SystemExit) as stop:
         local_host(environ={})
     assert str(stop.value) == ("rigforge: inventory/local.py: no profile: set RIGFORGE_PROFILE to one of 2x-pix, "
-                               "4x-threadripper, 8x-turin, sandbox (e.g. RIGFORGE_PROFILE=2x-pix pyinfra "
-                               "inventory/local.py deploys/preflight.py)")
+                               "4x-threadripper, 8x-turin, sandbox, sandbox-instruct (e.g. RIGFORGE_PROFILE=2x-pix "
+                               "pyinfra inventory/local.py deploys/preflight.py)")
     with pytest.raises(SystemExit, match="unknown setting 'ssh_hostname'"):
         local_host("2x-pix", environ={}, ssh_hostname="10.0.0.5")
 
