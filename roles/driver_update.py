@@ -52,7 +52,7 @@ from rigforge.profile import Profile
 from rigforge.profile.loader import ProfileError
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import recent_baselines
-from roles import bench, cuda, driver, images, service
+from roles import bench, cuda, drain, driver, images, service
 from roles.host import remember_reboot_triggers
 from roles.measured_change import MeasuredChange, judge_change
 
@@ -138,6 +138,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
         host.log(f"driver update: the baseline is {len(baselines)} recent starts: {', '.join(map(str, baselines))}",
                  logger.info)
     hooks = profile.driver_update
+    drain.take_out(profile, "driver update", settings.drain_last)
     if hooks.drain_command:
         server.shell(name="Take the rig out of service (driver_update.drain_command)",
                      commands=[shlex.join(hooks.drain_command)])
@@ -166,6 +167,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
                                        "roll it back with --data rollback=true"),
                  settings=settings, started=started, baselines=[str(run) for run in baselines] if baselines else None,
                  roll_back=lambda: update_flow(profile, back, settings))
+    drain.put_back(profile)  # only once the starts after passed: a regression fails the deploy before this
 
 
 @operation(is_idempotent=False)

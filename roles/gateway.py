@@ -114,7 +114,7 @@ def apply_gateway() -> None:
     config = managed_file(name=f"Write {CONFIG_FILE}", dest=CONFIG_FILE, content=render_haproxy_config(profile, routes))
     unit = managed_file(name=f"Write {UNIT_FILE}", dest=UNIT_FILE, content=render(
         "gateway/rigforge-gateway.service.j2", profile, config=CONFIG_FILE,
-        runtime_script=f"{REMOTE_LIB_DIR}/{RUNTIME_SCRIPT}"))
+        runtime_script=f"{REMOTE_LIB_DIR}/{RUNTIME_SCRIPT}", state_file=STATE_FILE))
     follow_up(name="Reload systemd (the gateway's unit changed)", commands=["systemctl daemon-reload"],
               triggers=[unit], what="systemctl daemon-reload")
     follow_up(name=f"Restart {UNIT} (its unit or package changed)", commands=[f"systemctl restart {UNIT}"],
