@@ -9,11 +9,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rigforge.fleet.rotation import RigState, drain_refusal, serving_table
 from rigforge.gateway.haproxy import GatewayRig, group_routes, models_json, render_haproxy_config
+from rigforge.gateway.monitoring import gateway_target, render_gateway_job, render_gateway_rules
+from rigforge.monitoring.prometheus import render_prometheus_config
 from rigforge.profile.loader import ProfileError, load_profile
 from rigforge.remote.gateway_runtime import servers
+from tests.unit.test_monitoring_rules import promtool  # noqa: F401  (the fixture: promtool's path)
 
 GPU_PROFILES = ["2x-pix", "4x-threadripper", "8x-turin"]
 
@@ -106,3 +110,40 @@ def test_gpu_profiles_load_with_the_gateway_on() -> None:
         assert load_profile(name, {"gateway": {"install": True}}).gateway.install
     with pytest.raises(ProfileError):
         load_profile("2x-pix", {"gateway": {"install": "yes please"}})
+
+
+def test_the_gateways_rules_pass_promtool_and_fire_on_a_rig_out_of_rotation(
+        tmp_path: Path, promtool: str) -> None:  # noqa: F811 (the fixture imported above)
+
+    profile = load_profile("sandbox", {"gateway": {"install": True, "alerts": {"out_of_rotation_for_s": 120}}})
+    (tmp_path / "rules.yml").write_text(render_gateway_rules(profile))
+    (tmp_path / "test.yml").write_text(
+        "rule_files: [rules.yml]\nevaluation_interval: 30s\ntests:\n  - interval: 30s\n    input_series:\n"
+        "      - series: 'haproxy_server_status{proxy=\"model-gemma\",server=\"rig-b\",state=\"UP\"}'\n"
+        "        values: '1 0 0 0 0 0 0 0'\n"
+        "      - series: 'haproxy_backend_active_servers{proxy=\"model-gemma\"}'\n"
+        "        values: '2 1 1 1 1 1 1 1'\n"
+        "    alert_rule_test:\n"
+        "      - {eval_time: 60s, alertname: RigOutOfRotation, exp_alerts: []}\n"
+        "      - eval_time: 180s\n        alertname: RigOutOfRotation\n        exp_alerts:\n"
+        "          - exp_labels: {severity: warning, proxy: model-gemma, server: rig-b, state: UP}\n"
+        "            exp_annotations: {summary: \"rig-b out of the gateway's rotation for model-gemma longer than "
+        "120 s (gateway.alerts.out_of_rotation_for_s)\"}\n"
+        "      - {eval_time: 180s, alertname: ModelWithoutRig, exp_alerts: []}\n")
+    checked = subprocess.run([promtool, "test", "rules", str(tmp_path / "test.yml")], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_monitoring_prometheus_scrapes_the_gateway_beside_the_rigs() -> None:
+    prometheus = load_profile("sandbox", {"monitoring": {"prometheus": {"install": True}}})
+    gateway = load_profile("sandbox", {"gateway": {"install": True, "metrics_listen_host": "0.0.0.0"}})
+    assert gateway_target(load_profile("sandbox"), "10.0.0.9", same_host=False) is None  # loopback elsewhere
+    target = gateway_target(gateway, "10.0.0.9", same_host=False)
+    assert target == "10.0.0.9:8405"
+    text = render_prometheus_config(prometheus, [], render_gateway_job(prometheus, "gw", target),
+                                    ("/etc/prometheus/rigforge/rigforge-gateway-alerts.yml",))
+    config = yaml.safe_load(text)
+    assert config["rule_files"][1] == "/etc/prometheus/rigforge/rigforge-gateway-alerts.yml"
+    job = next(job for job in config["scrape_configs"] if job["job_name"] == "rigforge-gateway")
+    assert job["static_configs"][0]["targets"] == ["10.0.0.9:8405"]
