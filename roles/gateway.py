@@ -13,6 +13,7 @@ changed unit or package a restart.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from pyinfra import host, inventory, logger
@@ -73,7 +74,8 @@ def inventory_rigs(profile_of: dict[str, Profile]) -> list[tuple[GatewayRig, Any
             host.log(f"rig {name} left out of the gateway: its engine listens on {profile.engine.host} only "
                      "(engine.host)", logger.warning)
             continue
-        rigs.append((GatewayRig(name, address, profile.engine.port, profile.engine.served_model_name,
+        safe_name = re.sub(r"[^A-Za-z0-9_.-]", "", name) or "rig"  # an HAProxy server name and a file name
+        rigs.append((GatewayRig(safe_name, address, profile.engine.port, profile.engine.served_model_name,
                                 keyed=needs_api_key(profile)), rig))
     return rigs
 
