@@ -29,7 +29,7 @@ from rigforge.fleet.rotation import BACKEND_PREFIX, RigState, drain_refusal, rig
 from rigforge.gateway.haproxy import Route
 from rigforge.profile import Profile
 from rigforge.serving.engines import REMOTE_LIB_DIR
-from roles.prometheus import rig_name
+from roles.gateway import server_name
 
 RUNTIME = f"{REMOTE_LIB_DIR}/gateway_runtime.py"
 #: Seconds between two looks at the rig's requests in flight while it drains.
@@ -65,7 +65,7 @@ def _backend(profile: Profile) -> str:
 
 
 def _drain(state: State, rig: Host, gateway: Host, backend: str, timeout_s: int, allow_last: bool) -> bool:
-    name = rig_name(rig)
+    name = server_name(rig)
     table = gateway_states(gateway)
     rig.log(f"gateway: who serves what before {name} is drained: {serving_table(table)}")
     refusal = drain_refusal(table, name, allow_last)
@@ -88,7 +88,7 @@ def _drain(state: State, rig: Host, gateway: Host, backend: str, timeout_s: int,
 
 
 def _return(state: State, rig: Host, gateway: Host, backend: str) -> bool:
-    name = rig_name(rig)
+    name = server_name(rig)
     set_state(gateway, backend, name, "ready")
     rig.log(f"gateway: {name} back (in rotation once its health checks pass); who serves what: "
             f"{serving_table(gateway_states(gateway))}")
@@ -109,7 +109,7 @@ def take_out_of_rotation(profile: Profile, reason: str, allow_last: bool = False
         host.noop("no gateway in this inventory: nothing to drain")
         return
     gateway, gateway_profile = found
-    host.log(f"gateway: {rig_name(host)} leaves the rotation of {gateway.name} for the {reason}")
+    host.log(f"gateway: {server_name(host)} leaves the rotation of {gateway.name} for the {reason}")
     yield FunctionCommand(_drain, (gateway, _backend(profile), gateway_profile.gateway.drain_timeout_s, allow_last),
                           {})
 
@@ -130,10 +130,10 @@ def return_to_rotation(profile: Profile):
 
 def take_out(profile: Profile, reason: str, allow_last: bool = False) -> None:
     """The drain as one operation of the rig's deploy (see the module docstring)."""
-    take_out_of_rotation(name=f"Take {rig_name(host)} out of the gateway's rotation ({reason})", profile=profile,
+    take_out_of_rotation(name=f"Take {server_name(host)} out of the gateway's rotation ({reason})", profile=profile,
                          reason=reason, allow_last=allow_last)
 
 
 def put_back(profile: Profile) -> None:
     """The return as one operation of the rig's deploy, after its health wait and bench passed."""
-    return_to_rotation(name=f"Put {rig_name(host)} back in the gateway's rotation", profile=profile)
+    return_to_rotation(name=f"Put {server_name(host)} back in the gateway's rotation", profile=profile)

@@ -51,6 +51,11 @@ UNIT_FILE = f"/etc/systemd/system/{UNIT}"
 USER_KEY_VARIABLE = "RIGFORGE_GATEWAY_KEY_{user}"
 
 
+def server_name(rig: Any) -> str:
+    """The rig's name at the gateway: its inventory name, safe as an HAProxy server name and a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "", rig_name(rig)) or "rig"
+
+
 def rig_address(rig: Any, profile: Profile, same_host: bool) -> str | None:
     """Where the gateway reaches the rig's engine; None when it listens on loopback of another host."""
     bound = profile.engine.host
@@ -74,8 +79,7 @@ def inventory_rigs(profile_of: dict[str, Profile]) -> list[tuple[GatewayRig, Any
             host.log(f"rig {name} left out of the gateway: its engine listens on {profile.engine.host} only "
                      "(engine.host)", logger.warning)
             continue
-        safe_name = re.sub(r"[^A-Za-z0-9_.-]", "", name) or "rig"  # an HAProxy server name and a file name
-        rigs.append((GatewayRig(safe_name, address, profile.engine.port, profile.engine.served_model_name,
+        rigs.append((GatewayRig(server_name(rig), address, profile.engine.port, profile.engine.served_model_name,
                                 keyed=needs_api_key(profile)), rig))
     return rigs
 
