@@ -42,13 +42,13 @@ sys.path.insert(0, str(REPO_ROOT))
 from rigforge.gateway.haproxy import GatewayRig, group_routes, render_haproxy_config  # noqa: E402
 from rigforge.profile.loader import load_profile  # noqa: E402
 from rigforge.sandbox.model import ensure_gemma  # noqa: E402
+from tests.bench_support.gateway_load import Outcome, load, one_request  # noqa: E402
 from tests.bench_support.llama_server import free_loopback_port, is_healthy  # noqa: E402
 
 MODEL = "gemma-3-270m"
 SMG = "smg==1.13.0"
 SETTINGS = {"health": {"interval_s": 1, "timeout_s": 1, "fall": 2, "rise": 2}, "response_timeout_s": 8,
             "retries": 3}
-PROMPT = "Q: What is the capital of France?\nA:"
 
 
 @dataclass
@@ -88,59 +88,6 @@ class Engine:
                 if line.startswith("llamacpp:prompt_tokens_total"):
                     return float(line.split()[-1])
         return 0.0
-
-
-@dataclass
-class Outcome:
-    kind: str  # "plain" or "stream"
-    started: float
-    ok: bool
-    first_token: bool = False  # a stream that had delivered a token when it failed
-    seconds: float = 0.0
-
-
-def one_request(base_url: str, key: str | None, stream: bool, max_tokens: int = 8, model: str = MODEL) -> Outcome:
-    """One completion; a stream is ok only when it ends with [DONE]."""
-    began = time.monotonic()
-    body = json.dumps({"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": stream}).encode()
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    request = urllib.request.Request(base_url + "/v1/completions", data=body, headers=headers)
-    outcome = Outcome("stream" if stream else "plain", began, ok=False)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            if not stream:
-                outcome.ok = bool(json.loads(response.read())["choices"][0]["text"] is not None)
-            else:
-                for raw in response:
-                    line = raw.decode().strip()
-                    if line == "data: [DONE]":
-                        outcome.ok = True
-                    elif line.startswith("data: "):
-                        outcome.first_token = True
-    except (urllib.error.URLError, OSError, ValueError, KeyError):
-        pass
-    outcome.seconds = time.monotonic() - began
-    return outcome
-
-
-def load(base_url: str, key: str | None, clients: int, until: float, streams: bool, model: str = MODEL
-         ) -> list[Outcome]:
-    """``clients`` threads sending requests back to back until ``until`` (every other one streamed)."""
-    outcomes: list[Outcome] = []
-
-    def client(index: int) -> None:
-        count = 0
-        while time.monotonic() < until:
-            outcomes.append(one_request(base_url, key, stream=streams and (count + index) % 2 == 1, model=model))
-            count += 1
-
-    threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
 
 
 def latency(base_url: str, key: str | None, clients: int, requests: int, model: str = MODEL) -> float:
