@@ -128,6 +128,22 @@ def return_to_rotation(profile: Profile):
     yield FunctionCommand(_return, (found[0], _backend(profile)), {})
 
 
+def around_restart(profile: Profile, allow_last: bool) -> tuple[FunctionCommand, FunctionCommand] | None:
+    """The drain and the return around an engine restart of a serving rig (roles/service.py); None without a
+    gateway. They run inside the restart's own operation, so a run that restarts nothing drains nothing.
+
+    + profile: the rig's profile (its served model names its route)
+    + allow_last: drain it even when it is the last rig in rotation for its model
+    """
+    found = fleet_gateway()
+    if found is None:
+        return None
+    gateway, gateway_profile = found
+    backend = _backend(profile)
+    return (FunctionCommand(_drain, (gateway, backend, gateway_profile.gateway.drain_timeout_s, allow_last), {}),
+            FunctionCommand(_return, (gateway, backend), {}))
+
+
 def take_out(profile: Profile, reason: str, allow_last: bool = False) -> None:
     """The drain as one operation of the rig's deploy (see the module docstring)."""
     take_out_of_rotation(name=f"Take {server_name(host)} out of the gateway's rotation ({reason})", profile=profile,

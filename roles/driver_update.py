@@ -129,6 +129,8 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
     refuse_untrusted_driver(name="Refuse a driver Secure Boot would reject")
     refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
                           allowed=settings.replace_driver)
+    # Out of the fleet gateway's rotation before the baseline's engine restarts, back after the starts after passed.
+    drain.take_out(profile, "driver update", settings.drain_last)
     bench.install_client(profile)
     host.log(f"driver update: {update_plan_line(profile)}", logger.info)
     baselines = recent_baselines(results, host.name, profile, plan.installed)
@@ -138,7 +140,6 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings) -> No
         host.log(f"driver update: the baseline is {len(baselines)} recent starts: {', '.join(map(str, baselines))}",
                  logger.info)
     hooks = profile.driver_update
-    drain.take_out(profile, "driver update", settings.drain_last)
     if hooks.drain_command:
         server.shell(name="Take the rig out of service (driver_update.drain_command)",
                      commands=[shlex.join(hooks.drain_command)])
