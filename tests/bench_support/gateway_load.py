@@ -62,13 +62,13 @@ def one_request(base_url: str, key: str | None, stream: bool, model: str, max_to
 
 
 def load(base_url: str, key: str | None, clients: int, until: float, streams: bool, model: str,
-         max_tokens: int = 8) -> list[Outcome]:
-    """``clients`` threads sending requests back to back until ``until`` (every other one streamed)."""
+         max_tokens: int = 8, stop: threading.Event | None = None) -> list[Outcome]:
+    """``clients`` threads sending requests back to back until ``until`` or ``stop`` (every other one streamed)."""
     outcomes: list[Outcome] = []
 
     def client(index: int) -> None:
         count = 0
-        while time.monotonic() < until:
+        while time.monotonic() < until and not (stop and stop.is_set()):
             outcomes.append(one_request(base_url, key, stream=streams and (count + index) % 2 == 1, model=model,
                                         max_tokens=max_tokens))
             count += 1
