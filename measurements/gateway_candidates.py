@@ -226,10 +226,11 @@ def returning(engine: Engine) -> float:
 
 def faults(candidate: Candidate, engines: list[Engine]) -> dict[str, object]:
     """Load the candidate while engine 1 is killed and started again, engine 2 hung and woken, engine 0 restarted."""
-    began = time.monotonic()
+    began, stop = time.monotonic(), threading.Event()
     outcomes: list[Outcome] = []
     worker = threading.Thread(target=lambda: outcomes.extend(
-        load(candidate.url, candidate.key, clients=6, until=began + 40, streams=True, model=candidate.model)))
+        load(candidate.url, candidate.key, clients=6, until=began + 300, streams=True, model=candidate.model,
+             stop=stop)))
     worker.start()
     marks: dict[str, float] = {}
     time.sleep(3)
@@ -248,6 +249,8 @@ def faults(candidate: Candidate, engines: list[Engine]) -> dict[str, object]:
     engines[0].start()
     back_after_restart = returning(engines[0])
     marks["end"] = time.monotonic()
+    time.sleep(1)
+    stop.set()
     worker.join()
 
     def lost(start: float, end: float) -> tuple[int, int, int, int]:
