@@ -57,7 +57,8 @@ def gateway_states(gateway: Host) -> list[RigState]:
 def set_state(gateway: Host, backend: str, rig: str, wanted: str) -> None:
     ok, output = gateway.run_shell_command(StringCommand("python3", RUNTIME, "set", backend, rig, wanted))
     if not ok:
-        raise RuntimeError(f"the gateway on {gateway.name} refused to set {rig} {wanted}: {output.stderr}")
+        said = getattr(output, "stderr", "") if output is not None else ""
+        raise RuntimeError(f"the gateway on {gateway.name} refused to set {rig} {wanted}: {said}")
 
 
 def _backend(profile: Profile) -> str:
@@ -66,7 +67,11 @@ def _backend(profile: Profile) -> str:
 
 def _drain(state: State, rig: Host, gateway: Host, backend: str, timeout_s: int, allow_last: bool) -> bool:
     name = server_name(rig)
-    table = gateway_states(gateway)
+    try:
+        table = gateway_states(gateway)
+    except (RuntimeError, ValueError) as error:  # not deployed yet, or down: it routes nothing to drain from
+        rig.log(f"gateway: {error}: going on without a drain (deploys/gateway.py installs it)", logger.warning)
+        return True
     rig.log(f"gateway: who serves what before {name} is drained: {serving_table(table)}")
     refusal = drain_refusal(table, name, allow_last)
     if refusal:
@@ -89,7 +94,11 @@ def _drain(state: State, rig: Host, gateway: Host, backend: str, timeout_s: int,
 
 def _return(state: State, rig: Host, gateway: Host, backend: str) -> bool:
     name = server_name(rig)
-    set_state(gateway, backend, name, "ready")
+    try:
+        set_state(gateway, backend, name, "ready")
+    except RuntimeError as error:
+        rig.log(f"gateway: {error}: nothing to return to", logger.warning)
+        return True
     rig.log(f"gateway: {name} back (in rotation once its health checks pass); who serves what: "
             f"{serving_table(gateway_states(gateway))}")
     return True

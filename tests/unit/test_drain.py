@@ -74,3 +74,13 @@ def test_a_drain_goes_on_after_its_timeout_and_says_so(monkeypatch) -> None:
     assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=0, allow_last=False)
     assert any("3 requests still on rig-a after 0 s" in line for line in rig.lines)
     assert gateway.sets == [("rig-a", "drain"), ("rig-a", "maint")]
+
+
+def test_a_gateway_not_deployed_yet_lets_the_change_go_on_without_a_drain() -> None:
+    class NotThere(StandInGateway):
+        def run_shell_command(self, command):
+            return False, SimpleNamespace(stdout="", stderr="No such file or directory")
+
+    rig = Rig()
+    assert drain._drain(None, rig, NotThere(), "model-qwen", timeout_s=30, allow_last=False)
+    assert "going on without a drain" in rig.lines[-1]
