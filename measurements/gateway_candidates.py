@@ -90,26 +90,31 @@ class Engine:
         return 0.0
 
 
-def latency(base_url: str, key: str | None, clients: int, requests: int, model: str = MODEL) -> float:
-    """Median seconds of ``requests`` non-streamed completions from ``clients`` threads."""
-    times: list[float] = []
-    lock = threading.Lock()
-    left = [requests]
+def paired_latency(direct_url: str, gateway_url: str, key: str | None, model: str, clients: int,
+                   rounds: int) -> float:
+    """Median over ``rounds`` of (gateway / direct) request time, each round ``clients`` requests at once to the
+    engine straight, then as many through the gateway (the order alternating), so both see the same machine."""
 
-    def client() -> None:
-        while True:
-            with lock:
-                if left[0] <= 0:
-                    return
-                left[0] -= 1
-            times.append(one_request(base_url, key, stream=False, model=model).seconds)
+    def one_round(url: str, with_key: str | None, asked: str) -> float:
+        times: list[float] = []
+        threads = [threading.Thread(target=lambda: times.append(
+            one_request(url, with_key, stream=False, model=asked).seconds)) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return statistics.median(times)
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return statistics.median(times)
+    ratios = []
+    for index in range(rounds):
+        if index % 2:
+            through = one_round(gateway_url, key, model)
+            direct = one_round(direct_url, None, MODEL)
+        else:
+            direct = one_round(direct_url, None, MODEL)
+            through = one_round(gateway_url, key, model)
+        ratios.append(through / direct)
+    return statistics.median(ratios)
 
 
 @dataclass
@@ -269,6 +274,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--soak-seconds", type=float, default=30.0)
     parser.add_argument("--only", choices=["haproxy", "smg"], default=None)
+    parser.add_argument("--rounds", type=int, default=12, help="paired rounds per latency cell")
     args = parser.parse_args()
     model = ensure_gemma(REPO_ROOT / ".cache" / "models")
     work = Path(tempfile.mkdtemp(prefix="gateway-candidates-"))
@@ -280,7 +286,11 @@ def main() -> int:
     try:
         for engine in engines:
             engine.wait_healthy()
-        direct = {clients: latency(engines[0].url, None, clients, 8 * clients) for clients in (1, 8)}
+        for engine in engines:  # warm: the first requests of a fresh engine are slower than the rest
+            for _ in range(3):
+                one_request(engine.url, None, stream=False, model=MODEL)
+        direct = {clients: statistics.median(one_request(engines[0].url, None, stream=False, model=MODEL).seconds
+                                             for _ in range(5)) for clients in (1,)}
         candidates = [Haproxy("haproxy", work), Smg("smg", work)]
         for candidate in candidates:
             if args.only and candidate.name != args.only:
@@ -288,13 +298,13 @@ def main() -> int:
             print(f"measuring {candidate.name}", flush=True)
             row: dict[str, object] = {}
             candidate.start(engines[:1])
-            row["latency"] = {c: latency(candidate.url, candidate.key, c, 8 * c, candidate.model) / direct[c]
-                              for c in (1, 8)}
+            row["latency"] = {c: paired_latency(engines[0].url, candidate.url, candidate.key, candidate.model, c,
+                                                rounds=args.rounds) for c in (1, 8)}
             candidate.stop()
             candidate.start(engines)
             row["faults"] = faults(candidate, engines)
             soak = load(candidate.url, candidate.key, clients=8, until=time.monotonic() + args.soak_seconds,
-                        streams=False, model=candidate.model)
+                        streams=False, model=candidate.model, max_tokens=1)
             row["rss"] = (candidate.rss_mib(), len(soak) + int(row["faults"]["total"]))  # type: ignore[index]
             row["size"] = candidate.installed_mib()
             candidate.stop()
@@ -312,15 +322,15 @@ def main() -> int:
 
 def print_table(results: dict[str, dict], direct: dict[int, float]) -> None:
     names = list(results)
-    print(f"\ngateways in front of 3 llama.cpp engines (Gemma 3 270M), 2 cores; direct median C=1 "
-          f"{direct[1] * 1000:.0f} ms, C=8 {direct[8] * 1000:.0f} ms")
+    print(f"\ngateways in front of 3 llama.cpp engines (Gemma 3 270M, 8 tokens out), 2 cores; one request straight "
+          f"to an engine: median {direct[1] * 1000:.0f} ms")
     print(f"{'':44}" + "".join(f"{name:>18}" for name in names))
 
     def line(label: str, values: list[str]) -> None:
         print(f"{label:44}" + "".join(f"{value:>18}" for value in values))
 
-    line("latency / direct, C=1 (median)", [f"{results[n]['latency'][1]:.3f}" for n in names])
-    line("latency / direct, C=8 (median)", [f"{results[n]['latency'][8]:.3f}" for n in names])
+    line("latency through / direct, C=1 (paired)", [f"{results[n]['latency'][1]:.3f}" for n in names])
+    line("latency through / direct, C=8 (paired)", [f"{results[n]['latency'][8]:.3f}" for n in names])
     for fault, label in (("kill", "engine killed"), ("stop", "engine hung (SIGSTOP 10 s)"),
                          ("restart", "engine restarted")):
         line(f"{label}: sent / plain lost / stream lost", [
