@@ -62,8 +62,8 @@ def write_fleet_inventory(path: Path, sandbox: Sandbox, rigs: list[SandboxHost],
                         {"api_key_file": str(key), "gateway_address": address(rig)}))
     path.write_text(
         "from rigforge.inventory import sandbox_hosts\n\n"
-        f"ENTRIES = {entries!r}\n"
-        "hosts = [(name, {**data, **extra}) for rig, overrides, extra in ENTRIES\n"
+        f"_ENTRIES = {entries!r}  # underscored: not an inventory group of its own\n"
+        "hosts = [(name, {**data, **extra}) for rig, overrides, extra in _ENTRIES\n"
         f"         for name, data in sandbox_hosts({str(sandbox.state_dir)!r}, 'sandbox', overrides, names=[rig])]\n")
     return path
 
