@@ -36,7 +36,7 @@ from rigforge.gateway.haproxy import (
 from rigforge.operations import apt
 from rigforge.operations.files import managed_file
 from rigforge.operations.followup import follow_up
-from rigforge.operations.secrets import given_secret_line, rig_secret_file
+from rigforge.operations.secrets import given_secret_line, read_local_secret, rig_secret_file
 from rigforge.profile import Profile
 from rigforge.profile.access import listens_beyond_loopback
 from rigforge.render import render
@@ -79,8 +79,14 @@ def inventory_rigs(profile_of: dict[str, Profile]) -> list[tuple[GatewayRig, Any
             host.log(f"rig {name} left out of the gateway: its engine listens on {profile.engine.host} only "
                      "(engine.host)", logger.warning)
             continue
+        keyed = needs_api_key(profile)
+        if keyed and not read_local_secret(CONTROLLER_VARIABLE, rig.data.get(HOST_DATA_FILE)):
+            # Made on the rig itself (rigforge never carries a key between machines): the gateway cannot have it.
+            host.log(f"rig {name} left out of the gateway: its engine asks for its key, given neither as "
+                     f"{CONTROLLER_VARIABLE} nor as its host data {HOST_DATA_FILE} on this machine", logger.warning)
+            continue
         rigs.append((GatewayRig(server_name(rig), address, profile.engine.port, profile.engine.served_model_name,
-                                keyed=needs_api_key(profile)), rig))
+                                keyed=keyed), rig))
     return rigs
 
 

@@ -24,7 +24,7 @@ NOTHING_THERE: dict[str, Any] = {"DebPackages": {}, "SystemdStatus": {}, "System
                                  "DpkgUnfinished": DpkgState()}
 
 
-def fleet(profile_name: str, tmp_path) -> Inventory:
+def fleet(profile_name: str, tmp_path, key_of_b: bool = True) -> Inventory:
     keys = []
     for name in ("b", "c"):
         (tmp_path / name).write_text(f"secret-of-{name}\n")
@@ -35,15 +35,13 @@ def fleet(profile_name: str, tmp_path) -> Inventory:
     return Inventory(([
         ("@local", {"rigforge_profile": gateway.model_dump(mode="json")}),
         ("rig-b", {"rigforge_profile": load_profile(profile_name, serving).model_dump(mode="json"),
-                   "ssh_hostname": "192.0.2.11", "api_key_file": keys[0]}),
+                   "ssh_hostname": "192.0.2.11", **({"api_key_file": keys[0]} if key_of_b else {})}),
         ("rig-c", {"rigforge_profile": other.model_dump(mode="json"), "ssh_hostname": "192.0.2.12",
                    "api_key_file": keys[1]})], {}))
 
 
-@pytest.fixture(params=["2x-pix", "4x-threadripper", "8x-turin"])
-def planned(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.MonkeyPatch
-            ) -> Iterator[tuple[list[tuple[str, list[Any]]], str]]:
-    inventory = fleet(request.param, tmp_path)
+def plan(inventory: Inventory, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, list[Any]]], str]:
+    """The gateway role's operations on ``@local`` with their commands, and every line it logged."""
     state = State(inventory, Config())
     host: Host = inventory.get_host("@local")
     state.set_stage(StateStage.Prepare)
@@ -53,10 +51,17 @@ def planned(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.Monkey
         monkeypatch.setattr(host, "log", lambda message, *a, **k: logged.append(message))
         apply_gateway()
         state.is_executing = True
-        plan = [(state.get_op_meta(op_hash).names.pop(),
-                 list(state.get_op_data_for_host(host, op_hash).command_generator()))
-                for op_hash in state.get_op_order()]
-    yield plan, "\n".join(logged)
+        planned = [(state.get_op_meta(op_hash).names.pop(),
+                    list(state.get_op_data_for_host(host, op_hash).command_generator()))
+                   for op_hash in state.get_op_order()]
+    return planned, "\n".join(logged)
+
+
+@pytest.fixture(params=["2x-pix", "4x-threadripper", "8x-turin"])
+def planned(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[list[tuple[str, list[Any]]], str]]:
+    monkeypatch.setenv("RIGFORGE_API_KEY", "secret-of-everyone")  # the gateway host's own engine key
+    yield plan(fleet(request.param, tmp_path), monkeypatch)
 
 
 def test_a_gpu_fleets_gateway_plans_every_step_and_prints_no_key(planned) -> None:
@@ -71,3 +76,13 @@ def test_a_gpu_fleets_gateway_plans_every_step_and_prints_no_key(planned) -> Non
     assert "secret-of-" not in text + logged
     assert "-> local (127.0.0.1:" in logged and "rig-b (192.0.2.11:" in logged
     assert "model other -> rig-c (192.0.2.12:" in logged
+
+
+
+def test_a_rig_whose_key_this_machine_lacks_is_left_out_saying_why(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("RIGFORGE_API_KEY", raising=False)
+    planned_ops, logged = plan(fleet("2x-pix", tmp_path, key_of_b=False), monkeypatch)
+    assert "rig rig-b left out of the gateway: its engine asks for its key" in logged
+    assert "rig local left out of the gateway" in logged or "rig @local left out" in logged
+    names = [name for name, _ in planned_ops]
+    assert not any("rig-b" in name for name in names)
