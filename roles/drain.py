@@ -47,8 +47,10 @@ def fleet_gateway() -> tuple[Host, Profile] | None:
 
 def gateway_states(gateway: Host) -> list[RigState]:
     """Who serves what at the gateway now (its runtime API's ``show``)."""
-    connected = gateway.connect(raise_exceptions=True) if not gateway.connected else True
-    ok, output = gateway.run_shell_command(StringCommand("python3", RUNTIME, "show")) if connected else (False, None)
+    if not gateway.connected:  # outside this run's --limit: reached for the drain alone
+        gateway.connect(reason="the fleet's gateway")
+    ok, output = (gateway.run_shell_command(StringCommand("python3", RUNTIME, "show")) if gateway.connected
+                  else (False, None))
     if not ok or output is None:
         raise RuntimeError(f"the gateway on {gateway.name} did not answer its runtime API ({RUNTIME} show)")
     return rig_states(json.loads(output.stdout))

@@ -84,3 +84,17 @@ def test_a_gateway_not_deployed_yet_lets_the_change_go_on_without_a_drain() -> N
     rig = Rig()
     assert drain._drain(None, rig, NotThere(), "model-qwen", timeout_s=30, allow_last=False)
     assert "going on without a drain" in rig.lines[-1]
+
+
+def test_a_gateway_outside_the_runs_limit_is_connected_for_the_drain(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "POLL_S", 0)
+
+    class Unconnected(StandInGateway):
+        connected = False
+
+        def connect(self, reason=None) -> None:
+            self.connected = True
+
+    gateway, rig = Unconnected(), Rig()
+    assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
+    assert gateway.connected and gateway.sets[-1] == ("rig-a", "maint")
