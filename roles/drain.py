@@ -67,17 +67,18 @@ def _backend(profile: Profile) -> str:
     return BACKEND_PREFIX + Route(profile.engine.served_model_name, ()).slug
 
 
-def _drain(state: State, rig: Host, gateway: Host, backend: str, timeout_s: int, allow_last: bool) -> bool:
-    name = server_name(rig)
+def _drain(state: State, host: Host, gateway: Host, backend: str, timeout_s: int, allow_last: bool) -> bool:
+    # pyinfra hands ``state`` and ``host`` (the rig) to a FunctionCommand whose parameters bear those names.
+    name = server_name(host)
     try:
         table = gateway_states(gateway)
     except (RuntimeError, ValueError) as error:  # not deployed yet, or down: it routes nothing to drain from
-        rig.log(f"gateway: {error}: going on without a drain (deploys/gateway.py installs it)", logger.warning)
+        host.log(f"gateway: {error}: going on without a drain (deploys/gateway.py installs it)", logger.warning)
         return True
-    rig.log(f"gateway: who serves what before {name} is drained: {serving_table(table)}")
+    host.log(f"gateway: who serves what before {name} is drained: {serving_table(table)}")
     refusal = drain_refusal(table, name, allow_last)
     if refusal:
-        rig.log(f"gateway: {refusal}", logger.error)
+        host.log(f"gateway: {refusal}", logger.error)
         return False
     set_state(gateway, backend, name, "drain")
     deadline = time.monotonic() + timeout_s
@@ -87,21 +88,21 @@ def _drain(state: State, rig: Host, gateway: Host, backend: str, timeout_s: int,
             break
         time.sleep(POLL_S)
     if in_flight:
-        rig.log(f"gateway: {in_flight} requests still on {name} after {timeout_s} s (gateway.drain_timeout_s): "
+        host.log(f"gateway: {in_flight} requests still on {name} after {timeout_s} s (gateway.drain_timeout_s): "
                 "going on without them", logger.warning)
     set_state(gateway, backend, name, "maint")
-    rig.log(f"gateway: {name} out of rotation; who serves what: {serving_table(gateway_states(gateway))}")
+    host.log(f"gateway: {name} out of rotation; who serves what: {serving_table(gateway_states(gateway))}")
     return True
 
 
-def _return(state: State, rig: Host, gateway: Host, backend: str) -> bool:
-    name = server_name(rig)
+def _return(state: State, host: Host, gateway: Host, backend: str) -> bool:
+    name = server_name(host)
     try:
         set_state(gateway, backend, name, "ready")
     except RuntimeError as error:
-        rig.log(f"gateway: {error}: nothing to return to", logger.warning)
+        host.log(f"gateway: {error}: nothing to return to", logger.warning)
         return True
-    rig.log(f"gateway: {name} back (in rotation once its health checks pass); who serves what: "
+    host.log(f"gateway: {name} back (in rotation once its health checks pass); who serves what: "
             f"{serving_table(gateway_states(gateway))}")
     return True
 

@@ -98,3 +98,11 @@ def test_a_gateway_outside_the_runs_limit_is_connected_for_the_drain(monkeypatch
     gateway, rig = Unconnected(), Rig()
     assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
     assert gateway.connected and gateway.sets[-1] == ("rig-a", "maint")
+
+
+def test_pyinfra_hands_the_drain_its_state_and_rig() -> None:
+    import inspect
+
+    # pyinfra's FunctionCommand passes state and host only to a function whose parameters bear those names.
+    for function in (drain._drain, drain._return):
+        assert list(inspect.signature(function).parameters)[:2] == ["state", "host"]
