@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 MODEL = "gemma-3-270m"
 RIG_OVERRIDES = {"engine": {"host": "0.0.0.0"}}
-GATEWAY = {"install": True, "listen_host": "0.0.0.0", "users": ["alice", "bob"], "response_timeout_s": 15,
+GATEWAY = {"install": True, "listen_host": "0.0.0.0", "users": ["alice", "bob"], "response_timeout_s": 60,
            "health": {"interval_s": 1, "timeout_s": 1, "fall": 2, "rise": 2}, "drain_timeout_s": 30}
 RUNTIME = "python3 /opt/rigforge/lib/gateway_runtime.py"
 
@@ -133,7 +133,8 @@ def test_the_fleet_keeps_answering_while_one_rig_dies_one_hangs_and_one_is_resta
     assert any("back (in rotation once its health checks pass)" in line for line in said), said
     table = who_serves(gateway)
     tally = counts(outcomes)
-    print(f"\nthrough the gateway in {time.monotonic() - began:.0f} s: {tally}")
+    print(f"\nthrough the gateway in {time.monotonic() - began:.0f} s: {tally}; refused with: "
+          f"{sorted(o.status for o in outcomes if o.status)}")
     print("who serves what at the end: " + ", ".join(f"{row['rig']} {row['status']}" for row in table))
     assert tally["plain"] > 0 and tally["stream"] > 0
     assert tally["plain failed"] == 0
