@@ -43,6 +43,8 @@ RUN_SWITCHES: dict[str, tuple[type, Any, str]] = {
                            "on the primary metric (best)"),
     "rebuild": (bool, False, "resolve the engine image's git refs afresh (git ls-remote) and build what they name "
                              "now, once for the run's rigs"),
+    "drain_last": (bool, False, "a change that drains the rig at the fleet's gateway drains it even when it is the "
+                                "last rig in rotation for its model (that model unanswered meanwhile)"),
 }
 
 #: Switches only some deploys take: a deploy that does not name them in ``run_settings(takes=...)`` refuses them.
@@ -74,6 +76,7 @@ class RunSettings:
     recipes: str
     keep: str
     rebuild: bool
+    drain_last: bool
 
     @property
     def recipe_list(self) -> list[str]:

@@ -19,7 +19,9 @@ _ALLOWED_HOST_DATA = {"_sudo", "_sudo_user", "_sudo_password", "ssh_known_hosts_
                       "ssh_password", "allow_reboot", "skip_preflight", "bench", "probe", "verify_weights",
                       # files on the machine running pyinfra holding the Hugging Face token, the engine's API key
                       # (first line of each)
-                      "hf_token_file", "api_key_file", "probe_python", "break_lock"}
+                      "hf_token_file", "api_key_file", "probe_python", "break_lock",
+                      # the address the fleet's gateway reaches this rig at (default: ssh_hostname)
+                      "gateway_address"}
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
 

@@ -58,7 +58,7 @@ from rigforge.profile.loader import ProfileError
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import recent_baselines
 from rigforge.updates.sizing import plan_line
-from roles import bench, cuda, driver, images, service
+from roles import bench, cuda, drain, driver, images, service
 from roles.host import remember_reboot_triggers
 from roles.measured_change import MeasuredChange, judge_change, measure_side, size_starts
 
@@ -139,6 +139,8 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings, start
     refuse_untrusted_driver(name="Refuse a driver Secure Boot would reject")
     refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
                           allowed=settings.replace_driver)
+    # Out of the fleet gateway's rotation before the baseline's engine restarts, back after the starts after passed.
+    drain.take_out(profile, "driver update", settings.drain_last)
     bench.install_client(profile)
     if starts is None:
         sized = size_starts(profile)
@@ -180,6 +182,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings, start
                                        "roll it back with --data rollback=true"),
                  settings=settings, started=started, baselines=[str(run) for run in baselines] if baselines else None,
                  roll_back=lambda: update_flow(profile, back, settings, starts), starts=starts)
+    drain.put_back(profile)  # only once the starts after passed: a regression fails the deploy before this
 
 
 @operation(is_idempotent=False)

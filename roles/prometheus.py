@@ -24,6 +24,8 @@ from pyinfra.api.host import Host
 from pyinfra.operations import files, systemd
 
 from rigforge.context import current_profile
+from rigforge.gateway.monitoring import RULES_NAME as GATEWAY_RULES
+from rigforge.gateway.monitoring import gateway_target, render_gateway_job, render_gateway_rules
 from rigforge.monitoring.collector import PUBLISH_DIR
 from rigforge.monitoring.prometheus import (
     PROMETHEUS_CONFIG,
@@ -92,6 +94,22 @@ def inventory_profiles() -> dict[str, Profile]:
     return profiles
 
 
+def gateway_watch(profile: Profile, profile_of: dict[str, Profile]) -> tuple[str, dict[str, str]]:
+    """The fleet gateway's scrape job and rules file (path -> text) for this Prometheus; nothing without one."""
+    for rig in inventory:
+        gateway = profile_of.get(rig_name(rig))
+        if gateway is None or not gateway.gateway.install:
+            continue
+        target = gateway_target(gateway, str(rig.data.get("ssh_hostname") or rig_name(rig)), rig.name == host.name)
+        if target is None:
+            host.log(f"the gateway on {rig_name(rig)} left out of the scrape: its exporter listens on "
+                     f"{gateway.gateway.metrics_listen_host} only (gateway.metrics_listen_host)", logger.warning)
+            return "", {}
+        return (render_gateway_job(profile, rig_name(rig), target),
+                {f"{PROMETHEUS_DIR}/{GATEWAY_RULES}": render_gateway_rules(gateway)})
+    return "", {}
+
+
 @deploy("Prometheus")
 def apply_prometheus() -> None:
     """Install and configure Prometheus where the profile asks for it; nothing elsewhere."""
@@ -102,11 +120,15 @@ def apply_prometheus() -> None:
     dropin = managed_file(name=f"Write Prometheus' drop-in ({DROPIN})", dest=DROPIN,
                           content=render_prometheus_dropin(profile))
     files.directory(name=f"Create {PROMETHEUS_DIR}", path=PROMETHEUS_DIR, mode="755", user="root", group="root")
-    targets = inventory_targets(inventory_profiles())
+    profiles = inventory_profiles()
+    targets = inventory_targets(profiles)
+    gateway_job, gateway_rules = gateway_watch(profile, profiles)  # the fleet's gateway, where there is one
     config = managed_file(name=f"Write {PROMETHEUS_CONFIG}", dest=PROMETHEUS_CONFIG,
-                          content=render_prometheus_config(profile, targets))
+                          content=render_prometheus_config(profile, targets, gateway_job, tuple(gateway_rules)))
     rules = managed_file(name=f"Write {PROMETHEUS_DIR}/{RULES_NAME}", dest=f"{PROMETHEUS_DIR}/{RULES_NAME}",
                          content=render_rules(profile))
+    rules_written = [rules] + [managed_file(name=f"Write {path}", dest=path, content=text)
+                               for path, text in gateway_rules.items()]
     packages = apt.packages(name="Install Prometheus", packages=[PACKAGE])
     own_key = next((target.key_file for target in targets if target.name == rig_name(host) and target.key_file), None)
     if own_key:  # the engine on this host asks for its key: Prometheus gets a copy it may read
@@ -119,6 +141,6 @@ def apply_prometheus() -> None:
               triggers=[dropin, packages], what="restart Prometheus")
     systemd.service(name=f"Run {UNIT}", service=UNIT, enabled=True, running=True)
     follow_up(name="Reload Prometheus (its configuration or rules changed)", commands=[f"systemctl reload {UNIT}"],
-              triggers=[config, rules], what="reload Prometheus")
+              triggers=[config, *rules_written], what="reload Prometheus")
     host.log(f"Prometheus on {host.name}: {profile.monitoring.prometheus.listen_host}:"
              f"{profile.monitoring.prometheus.port}; rules also published in {PUBLISH_DIR}")

@@ -56,7 +56,7 @@ from rigforge.recipes.startup import startup_verdict
 from rigforge.render import header_text
 from rigforge.serving.engines import image_ref
 from rigforge.updates.comparison import RegressionPolicy
-from roles import base, bench, engine, images, recipes_decide, service, weights
+from roles import base, bench, drain, engine, images, recipes_decide, service, weights
 from roles.weights import HF_TOKEN_FILE, HF_VENV, WEIGHTS_TOOL
 
 
@@ -92,8 +92,10 @@ def apply_recipes(settings: RunSettings) -> None:
     bench.install_client(plans[start])
     managed_file(name=f"Record the experiment in {EXPERIMENT_RECORD}", dest=EXPERIMENT_RECORD,
                  content=experiment_record(profile, stamp, start, names, None))
+    drain.take_out(profile, "recipe tournament", settings.drain_last)
     try_recipes(name=f"Try {len(names)} recipes: {', '.join(names)}", profile=profile, names=names, start=start,
                 keep=settings.keep, stamp=stamp, results_dir=str(results_root()))
+    drain.put_back(profile)  # once the rig runs its final recipe, healthy and benched
 
 
 def experiment_record(profile: Profile, stamp: str, start: str, names: list[str], trying: str | None) -> str:

@@ -18,7 +18,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files, server
 
-from rigforge.context import current_profile
+from rigforge.context import current_profile, run_settings
 from rigforge.known_failures import match, signature_data
 from rigforge.operations import managed
 from rigforge.operations.files import managed_file
@@ -39,6 +39,7 @@ from rigforge.serving.engines import (
     image_ref,
     launch_command,
 )
+from roles import drain
 from roles.api_key import api_key_inputs, api_key_watched_files, serve_api_key
 from roles.weights import manifest_path, remote_script_text
 
@@ -129,6 +130,9 @@ def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
         health_url=health_url(profile),
         health_timeout_s=profile.engine.health_timeout_s,
         wait_script=WAIT_SCRIPT,
+        # A serving rig leaves the fleet gateway's rotation for the restart and returns once healthy; a recipe
+        # trial's restarts do not (the tournament drained the rig for all of them: roles/recipes.py).
+        around_restart=drain.around_restart(profile, run_settings().drain_last) if settled else None,
     )
     if settled:
         managed.absent(name=f"Remove the record of a recipe experiment cut short ({EXPERIMENT_RECORD})",

@@ -109,6 +109,30 @@ def metrics_beyond_loopback(profile: Profile) -> list[TradeOff]:
         for setting, address, used in listeners if used and listens_beyond_loopback(setting.split()[1])]
 
 
+def gateway_beyond_loopback(profile: Profile) -> list[TradeOff]:
+    """The fleet's gateway bound beyond loopback: its users' keys over plain HTTP (and its metrics without one)."""
+    gateway = profile.gateway
+    if not gateway.install:
+        return []
+    lines = []
+    if listens_beyond_loopback(gateway.listen_host):
+        lines.append(TradeOff(
+            setting=f"gateway.listen_host {gateway.listen_host}",
+            gives_up=f"a loopback-only endpoint: {gateway.listen_host}:{gateway.port} answers every network that "
+                     "reaches this host, over plain HTTP (prompts, answers and the users' keys readable on the wire; "
+                     "every request needs a key)",
+            source="the gateway's purpose: one endpoint for the owner's users (docs/fleet.md)",
+            safe_default="gateway.listen_host: 127.0.0.1 (users reach it through ssh -L)"))
+    if listens_beyond_loopback(gateway.metrics_listen_host):
+        lines.append(TradeOff(
+            setting=f"gateway.metrics_listen_host {gateway.metrics_listen_host}",
+            gives_up=f"a loopback-only listener: {gateway.metrics_listen_host}:{gateway.metrics_port} answers "
+                     "without a key (per-rig request counts and states; no prompt, answer or key)",
+            source="a Prometheus on another machine scrapes it",
+            safe_default="gateway.metrics_listen_host: 127.0.0.1 (a Prometheus on the gateway host)"))
+    return lines
+
+
 def remote_code_trusted(profile: Profile) -> list[TradeOff]:
     """``--trust-remote-code``: the engine imports Python shipped with the model."""
     if profile.engine.flags.get(TRUST_REMOTE_CODE) is not True:

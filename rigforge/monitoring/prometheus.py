@@ -84,9 +84,15 @@ def _scrape_context(profile: Profile, rigs: list[ScrapeTarget]) -> dict[str, obj
             "evaluation_interval_s": server.evaluation_interval_s, "rules": f"{PROMETHEUS_DIR}/{RULES_NAME}"}
 
 
-def render_prometheus_config(profile: Profile, rigs: list[ScrapeTarget]) -> str:
-    """The prometheus role's prometheus.yml: the rigs' jobs and the rules file."""
-    return render("monitoring/prometheus.yml.j2", profile, **_scrape_context(profile, rigs))
+def render_prometheus_config(profile: Profile, rigs: list[ScrapeTarget], extra_jobs: str = "",
+                             extra_rule_files: tuple[str, ...] = ()) -> str:
+    """The prometheus role's prometheus.yml: the rigs' jobs and the rules file.
+
+    + extra_jobs, extra_rule_files: jobs (YAML under ``scrape_configs``) and rules files of others (the fleet's
+      gateway: rigforge/gateway/monitoring.py)
+    """
+    return render("monitoring/prometheus.yml.j2", profile, **_scrape_context(profile, rigs), extra_jobs=extra_jobs,
+                  extra_rule_files=extra_rule_files)
 
 
 def render_scrape_snippet(profile: Profile, rig: ScrapeTarget) -> str:

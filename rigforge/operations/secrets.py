@@ -21,7 +21,7 @@ import os
 import posixpath
 from collections.abc import Iterator
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, Sha256File
 
@@ -105,6 +105,35 @@ def rig_secret_file(dest: str, variable: str, show: str, local_file: str | None 
     yield StringCommand("od", "-An", "-v", "-tx1", f"-N{KEY_BYTES}", "/dev/urandom", "|",
                         "tr", "-d", QuoteString(" \n"), ">", QuoteString(temp), "&&", "echo", ">>", QuoteString(temp))
     yield StringCommand("mv", "-f", QuoteString(temp), QuoteString(dest))
+
+
+@operation()
+def given_secret_line(dest: str, variable: str, prefix: str, local_file: str | None = None):
+    """
+    Keep ``PREFIX<secret>`` alone in ``dest`` (mode 0600, folder 0700), the secret read on this machine.
+
+    + dest: the file on the host
+    + variable: the environment variable on this machine that gives the secret
+    + prefix: text before the secret on its line (an HAProxy map's key: ``rig1 ``)
+    + local_file: a file on this machine holding the secret (first line), read instead of the environment
+
+    For a secret another host needs (a rig's engine key on the gateway host): the same source as that rig's
+    own copy, compared by sha256, never printed. With none given here, nothing is written and the run says so.
+
+    **Example:**
+
+    .. code:: python
+
+        given_secret_line(name="rig1's key for the gateway", dest="/etc/rigforge/secrets/gateway/rigs/rig1.map",
+                          variable="RIGFORGE_API_KEY", prefix="rig1 ", local_file="~/keys/rig1")
+    """
+    secret = read_local_secret(variable, local_file)
+    if not secret:
+        host.log(f"no {variable} given on this machine{f' ({local_file})' if local_file else ''}: {dest} not "
+                 "written", logger.warning)
+        host.noop(f"{dest}: no secret given")
+        return
+    yield from _replace_unless_same(dest, f"{prefix}{secret}\n")
 
 
 def read_local_secret(variable: str, local_file: str | None) -> str:

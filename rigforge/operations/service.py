@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 
 from pyinfra import host
-from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, Sha256File
 
 from rigforge.facts.images import DockerImageId
@@ -44,7 +44,7 @@ def restart_reason(state: ServiceState, wanted: str) -> str | None:
 @operation()
 def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], inputs: dict[str, str],
                    watched_files: list[str], image: str | None, health_url: str, health_timeout_s: int,
-                   wait_script: str):
+                   wait_script: str, around_restart: tuple[FunctionCommand, FunctionCommand] | None = None):
     """
     Enable the engine unit and (re)start it when its inputs changed, then wait until it answers healthy.
 
@@ -57,6 +57,8 @@ def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], 
     + health_url: polled after a (re)start
     + health_timeout_s: how long to poll before printing the journal and failing
     + wait_script: the health-wait script on the host
+    + around_restart: run before restarting an engine that is serving and after it answers healthy again (the
+      fleet gateway's drain and return: roles/drain.py); None: nothing around it
 
     **Example:**
 
@@ -95,9 +97,14 @@ def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], 
                             str(health_timeout_s))
         return
     host.log(f"{unit}: restarting because {reason}")
+    serving = around_restart if state.running else None  # a stopped engine serves nobody: nothing to drain
+    if serving:
+        yield serving[0]
     yield StringCommand("systemctl", "restart", QuoteString(unit))
     yield StringCommand("sh", QuoteString(wait_script), QuoteString(unit), QuoteString(health_url),
                         str(health_timeout_s))
+    if serving:
+        yield serving[1]
 
 
 @operation()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rigforge.profile import Profile, access, measuring, monitoring, quality, recipes
+from rigforge.profile import Profile, access, gateway, measuring, monitoring, quality, recipes
 from rigforge.profile import schema as models
 from rigforge.profile.comments import REGENERATE, Notes, Path_, field_comments
 from rigforge.profile.loader import PROFILES_DIR
@@ -104,7 +104,7 @@ class _Layer:
 
 
 def _model_class(name: str) -> type:
-    for module in (models, measuring, quality, recipes, access, monitoring):
+    for module in (models, measuring, quality, recipes, access, monitoring, gateway):
         if hasattr(module, name):
             return getattr(module, name)
     raise LookupError(f"no profile model class {name}")

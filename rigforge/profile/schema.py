@@ -14,6 +14,7 @@ from pydantic import Field, StringConstraints, ValidationInfo, field_validator, 
 
 from rigforge.profile.access import EngineAuth, EngineFlag
 from rigforge.profile.engine_reads import unread_variables
+from rigforge.profile.gateway import Gateway
 from rigforge.profile.measuring import Bench, DriverUpdate
 from rigforge.profile.model_size import Quantisation, size_problem
 from rigforge.profile.monitoring import Monitoring
@@ -329,6 +330,7 @@ class Profile(StrictModel):
     bench: Bench
     driver_update: DriverUpdate
     monitoring: Monitoring
+    gateway: Gateway
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
