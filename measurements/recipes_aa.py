@@ -6,7 +6,7 @@ Starts one sandbox host (its own state directory and host name), serves the sand
 ``aa2`` (``--identical N``: more) that change nothing (only their names differ from ``default``), then runs
 ``deploys/recipes.py --data recipes=default,aa1,aa2,one-thread --data keep=best`` N times with the sandbox profile's
 engine starts (``bench.verdicts.starts``: 3, interleaved rounds; then, within its ``decide_budget_s``, extra
-rounds of every recipe without a claim and a second look, each look at half the false-claim rate:
+rounds of every recipe without a claim and a second look, the false-claim rate split O'Brien-Fleming-like:
 rigforge/recipes/rounds.py). ``--one-cell`` benches C=1 only (3 s windows, 2 repeats a start: the starts decide).
 ``--starts`` and ``--budget`` override k and the budget (``--starts 8 --budget 0``: one look at 8 starts a side,
 which measures the start-to-start spread). Each tournament's line says the load average (1 min) before and after

@@ -25,8 +25,8 @@ from rigforge.bench_runs.starts import judged_profile, minutes
 from rigforge.profile import Profile
 from rigforge.recipes.plot import render_report_plot
 from rigforge.recipes.quality_plot import render_quality_plot
-from rigforge.recipes.report import Report, Trial, best_of, build_report, report_json, report_markdown
-from rigforge.recipes.rounds import extra_rounds, looks, per_look, round_orders
+from rigforge.recipes.report import Report, Trial, best_of, build_report, confirm, report_json, report_markdown
+from rigforge.recipes.rounds import extra_rounds, look_rates, looks, per_look, round_orders
 from rigforge.updates.policy import RegressionPolicy
 from rigforge.updates.verdict import BETTER, CANNOT_TELL, SAME, WORSE
 
@@ -156,8 +156,8 @@ def decide_more(report: Report, tournament: Tournament, seed: str) -> list[str]:
         rounds += 1
     spent = time.monotonic() - began
     return [f"{said}: measured {rounds} more round{'s' if rounds != 1 else ''} ({rounds * len(names)} starts), "
-            f"{spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s); judged again at half "
-            "the false-claim rate"]
+            f"{spent:.0f} s of the {budget:.0f} s budget (bench.verdicts.decide_budget_s); judged again at the "
+            f"last look's false-claim rate ({look_rates(tournament.profile)[-1]:.2g})"]
 
 
 def judge_in_looks(tournament: Tournament, start: str, policy: RegressionPolicy, seed: str) -> Report:
@@ -170,13 +170,14 @@ def judge_in_looks(tournament: Tournament, start: str, policy: RegressionPolicy,
     + policy: the comparison's policy (the start's)
     + seed: the shuffle's seed (the experiment's stamp)
     """
-    judged = per_look(policy, tournament.profile)
-    first = build_report(list(tournament.trials.values()), start, judged, (), tournament.rounds)
+    first = build_report(list(tournament.trials.values()), start, per_look(policy, tournament.profile, 1), (),
+                         tournament.rounds)
     if looks(tournament.profile) == 1:
         return first
     spent = decide_more(first, tournament, seed)
-    final = build_report(list(tournament.trials.values()), start, judged, spent, tournament.rounds)
-    return keep_first_claims(first, final, judged)
+    last = per_look(policy, tournament.profile, 2)
+    final = build_report(list(tournament.trials.values()), start, last, spent, tournament.rounds)
+    return keep_first_claims(first, final, last)
 
 
 def keep_first_claims(first: Report, final: Report, policy: RegressionPolicy) -> Report:
@@ -220,7 +221,7 @@ def confirm_best(report: Report, tournament: Tournament, policy: RegressionPolic
                      if verdict.recipe == best)
     if confirmed.verdict == BETTER:
         line = f"{best}: better again in {starts} new starts a side ({confirmed.detail})"
-        return replace(report, spent=(*report.spent, line))
+        return confirm(report, best, line)
     line = (f"{best}: judged better, but not again in {starts} new starts a side ({confirmed.verdict}: "
             f"{confirmed.detail}); nothing kept")
     verdicts = tuple(replace(verdict, verdict=CANNOT_TELL, detail=f"not confirmed: {line}; first: {verdict.detail}")

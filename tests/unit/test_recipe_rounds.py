@@ -154,8 +154,8 @@ def test_every_recipe_without_a_claim_gets_the_budgets_rounds_of_more_starts(log
     assert len(tournament.trials["one-slot"].starts) == 9 and len(tournament.trials["one-thread"].starts) == 3
     assert lines[0].startswith("one-slot, rope-broken: no claim after 3 starts a side (about 5 would decide); a "
                                "round of 3 starts costs about 30 s here: measured 6 more rounds (18 starts), ")
-    assert lines[0].endswith(" of the 1000 s budget (bench.verdicts.decide_budget_s); judged again at half the "
-                             "false-claim rate")
+    assert lines[0].endswith(" of the 1000 s budget (bench.verdicts.decide_budget_s); judged again at the last "
+                             f"look's false-claim rate ({look_rates(tournament.profile)[-1]:.2g})")
 
 
 def test_the_measured_cost_of_a_start_can_only_lower_the_count(logged: Logged) -> None:
