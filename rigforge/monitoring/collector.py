@@ -80,7 +80,8 @@ def collector_config(profile: Profile) -> dict[str, Any]:
         "matcher_module": MATCHER_MODULE,
         "signatures": signature_data(),
         "bench_ident": BENCH_IDENT,
-        "engine": {"unit": UNIT_NAME, "health_url": health_url(profile)},
+        "engine": {"unit": UNIT_NAME, "health_url": health_url(profile),
+                   "health_timeout_s": profile.engine.health_timeout_s},
         "gpus": None if gpus is None else {
             "count": gpus.count, "model": gpus.model, "pcie_gen": gpus.pcie_gen, "pcie_width": gpus.pcie_width,
             "persistence_mode": gpus.persistence_mode, "power_limit_w": gpus.power_limit_w},

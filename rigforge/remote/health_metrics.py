@@ -68,6 +68,7 @@ HELP = {
     "rigforge_engine_up": "1 when the engine's unit is active and its health endpoint answers 200.",
     "rigforge_engine_restarts_total": "Automatic restarts systemd made of the engine's unit (NRestarts).",
     "rigforge_engine_started_timestamp_seconds": "When the engine's unit last became active (unix seconds).",
+    "rigforge_engine_health_timeout_seconds": "Seconds a start may take to answer healthy (engine.health_timeout_s).",
     "rigforge_bench_present": "1 when the rig holds a smoke bench result.",
     "rigforge_bench_timestamp_seconds": "When the last smoke bench finished (unix seconds).",
     "rigforge_bench_primary_value": "The last smoke bench's primary metric (bench.primary), its cell's median.",
@@ -177,8 +178,9 @@ def known_failure_samples(signatures: Sequence[Mapping[str, Any]], total: Mappin
     return samples
 
 
-def engine_samples(unit: str, health_url: str) -> list[Sample]:
-    """The unit's state, its automatic restarts and start time, and whether its health endpoint answers."""
+def engine_samples(unit: str, health_url: str, health_timeout_s: float) -> list[Sample]:
+    """The unit's state, its automatic restarts and start time, whether its health endpoint answers, and how long
+    a start may take to answer (the profile's)."""
     show = subprocess.run(["systemctl", "show", "--timestamp=unix", "-p", "ActiveState", "-p", "NRestarts",
                            "-p", "ActiveEnterTimestamp", unit], capture_output=True, text=True, check=False)
     props = dict(line.split("=", 1) for line in show.stdout.splitlines() if "=" in line)
@@ -191,7 +193,8 @@ def engine_samples(unit: str, health_url: str) -> list[Sample]:
         except OSError:
             healthy = False
     samples: list[Sample] = [("rigforge_engine_unit_active", {}, float(active)),
-                             ("rigforge_engine_up", {}, float(healthy))]
+                             ("rigforge_engine_up", {}, float(healthy)),
+                             ("rigforge_engine_health_timeout_seconds", {}, float(health_timeout_s))]
     if props.get("NRestarts", "").isdigit():
         samples.append(("rigforge_engine_restarts_total", {}, float(props["NRestarts"])))
     started = props.get("ActiveEnterTimestamp", "").lstrip("@")
@@ -258,7 +261,8 @@ def collect(config: Mapping[str, Any], state: dict[str, Any]) -> list[Sample]:
     for signature_id, count in new.items():
         state["lines"][signature_id] = state["lines"].get(signature_id, 0) + count
     samples += known_failure_samples(config["signatures"], state["lines"], new)
-    samples += engine_samples(config["engine"]["unit"], config["engine"]["health_url"])
+    engine = config["engine"]
+    samples += engine_samples(engine["unit"], engine["health_url"], engine["health_timeout_s"])
     samples += bench_samples(config["bench"])
     samples += disk_samples(config["disks"])
     return samples
