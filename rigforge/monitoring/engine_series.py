@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from rigforge.profile.monitoring import Alerts
 
+#: The dashboard's selector of one rig (its ``rig`` variable).
+_RIG = '{rig="$rig"}'
+
 #: quantity -> engine -> its series. Gauges: running and waiting requests, KV-cache use (0..1); counters:
 #: generated and prompt tokens; histograms: time to first token and inter-token latency (seconds).
 ENGINE_SERIES: dict[str, dict[str, str]] = {
@@ -64,3 +67,31 @@ def engine_rule_context(alerts: Alerts, rate_window_s: int) -> dict[str, str]:
             "itl_p95": p95("itl", window), "rate_window": window,
             "saturated_for_s": str(alerts.engine_saturated_for_s), "kv_cache_full": f"{alerts.kv_cache_full_ratio:g}",
             "ttft_max_s": f"{alerts.ttft_p95_max_s:g}", "itl_max_s": f"{alerts.itl_p95_max_s:g}"}
+
+
+#: The engine panels of the dashboard: title, unit, then (legend, expression) per line; ``$rig`` and
+#: ``$__rate_interval`` are Grafana's.
+_PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
+    ("Engine: tokens per second (generated, prompt)", "short", [
+        ("generated", per_rig("generated", selector=_RIG, rate_window="$__rate_interval")),
+        ("prompt", per_rig("prompt", selector=_RIG, rate_window="$__rate_interval"))]),
+    ("Engine: requests running and waiting", "short", [
+        ("running", per_rig("running", selector=_RIG)), ("waiting", per_rig("waiting", selector=_RIG))]),
+    ("Engine: KV-cache use (vLLM, SGLang)", "percentunit", [("KV cache", per_rig("kv_cache", "max", _RIG))]),
+    ("Engine: p95 time to first token and inter-token latency (vLLM, SGLang)", "s", [
+        ("TTFT p95", p95("ttft", "$__rate_interval", _RIG)), ("ITL p95", p95("itl", "$__rate_interval", _RIG))]),
+]
+
+
+def engine_panels(first_id: int, first_y: int) -> list[dict[str, object]]:
+    """The dashboard's engine panels (Grafana JSON), two a row from ``first_y``."""
+    panels: list[dict[str, object]] = []
+    for index, (title, unit, lines) in enumerate(_PANELS):
+        panels.append({
+            "id": first_id + index, "type": "timeseries", "title": title,
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": first_y + 8 * (index // 2)},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "targets": [{"refId": chr(ord("A") + n), "expr": expr, "legendFormat": legend}
+                        for n, (legend, expr) in enumerate(lines)]})
+    return panels

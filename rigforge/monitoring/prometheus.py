@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from rigforge.monitoring.collector import PUBLISH_DIR, SERVICE, TIMER
-from rigforge.monitoring.engine_series import engine_rule_context
+from rigforge.monitoring.engine_series import engine_panels, engine_rule_context
 from rigforge.profile import Profile
 from rigforge.profile.access import listens_beyond_loopback
 from rigforge.render import render
@@ -172,7 +172,7 @@ def render_alertmanager_config(profile: Profile) -> str:
 
 def render_dashboard(profile: Profile) -> str:
     """The Grafana dashboard (JSON), one rig at a time (its ``rig`` variable)."""
-    return render("monitoring/grafana-dashboard.json.j2", profile)
+    return render("monitoring/grafana-dashboard.json.j2", profile, engine_panels=engine_panels(first_id=13, first_y=48))
 
 
 def render_exporter_dropin(profile: Profile) -> str:
