@@ -161,6 +161,9 @@ def render_rules(profile: Profile) -> str:
                   confirm_for_s=alerts.confirm_for_s, power_tolerance_w=f"{alerts.power_limit_tolerance_w:g}",
                   # Rigforge's series gone: longer than the gap after a boot before the timer's first write.
                   absent_for_s=3 * monitoring.interval_s, node_job=NODE_JOB, engine_job=ENGINE_JOB,
+                  # The engine's /metrics is seen down at the next scrape, its unit or health only at the next
+                  # write: waiting two writes longer than engine down lets the cause fire first and inhibit it.
+                  scrape_down_for_s=max(alerts.confirm_for_s, alerts.engine_down_for_s + 2 * monitoring.interval_s),
                   **engine_rule_context(alerts, rate_window_s=max(300, 4 * scrape_s)))
 
 
