@@ -121,10 +121,14 @@ def apply_prometheus() -> None:
     rules = managed_file(name=f"Write {PROMETHEUS_DIR}/{RULES_NAME}", dest=f"{PROMETHEUS_DIR}/{RULES_NAME}",
                          content=render_rules(profile))
     write_target_files(targets)
-    packages = apt.packages(name="Install Prometheus and Alertmanager", packages=[PACKAGE, ALERTMANAGER_PACKAGE])
+    packages = apt.packages(name="Install Prometheus", packages=[PACKAGE])
+    # Alertmanager's configuration before its package (whose first start reads it), after Prometheus' (whose
+    # package makes the prometheus group that may read it).
     manager_config = managed_file(name=f"Write {ALERTMANAGER_CONFIG}", dest=ALERTMANAGER_CONFIG,
                                   content=render_alertmanager_config(profile), mode="640", group=PACKAGE,
                                   show_diff=False)
+    manager_package = apt.packages(name="Install Alertmanager", packages=[ALERTMANAGER_PACKAGE],
+                                   refreshed_by=[packages])
     own_key = next((target.key_file for target in targets if target.name == rig_name(host) and target.key_file), None)
     if own_key:  # the engine on this host asks for its key: Prometheus gets a copy it may read
         files.directory(name=f"Create {PROMETHEUS_KEYS_DIR}", path=PROMETHEUS_KEYS_DIR, mode="750", user="root",
@@ -133,7 +137,7 @@ def apply_prometheus() -> None:
     follow_up(name="Reload systemd (a drop-in changed)", commands=["systemctl daemon-reload"],
               triggers=[dropin, manager_dropin], what="systemctl daemon-reload")
     follow_up(name="Restart Alertmanager (its drop-in changed)", commands=[f"systemctl restart {ALERTMANAGER_UNIT}"],
-              triggers=[manager_dropin, packages], what="restart Alertmanager")
+              triggers=[manager_dropin, manager_package], what="restart Alertmanager")
     systemd.service(name=f"Run {ALERTMANAGER_UNIT}", service=ALERTMANAGER_UNIT, enabled=True, running=True)
     follow_up(name="Reload Alertmanager (its configuration changed)",
               commands=[f"systemctl reload {ALERTMANAGER_UNIT}"], triggers=[manager_config], what="reload Alertmanager")

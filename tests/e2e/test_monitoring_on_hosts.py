@@ -259,3 +259,14 @@ def test_the_engine_scrape_sends_the_engines_key(rig: Rig, sandbox: Sandbox, tmp
     assert copy == ["640", "root", "prometheus"], copy
     engine_job = f'up{{job="rigforge-engine",rig="{rig.host.name}"}}'
     wait_for(lambda: rig.value(engine_job) == 1, 30, "Prometheus scrapes the keyed engine")
+
+
+def test_monitoring_off_removes_the_timer_and_its_textfile(rig: Rig, sandbox: Sandbox, tmp_path: Path) -> None:
+    """monitoring.enabled false: the timer, its service and rigforge.prom go (node_exporter would serve the last
+    values, engine up 1 included, for ever)."""
+    off = sandbox.write_inventory(tmp_path / "off.py", [rig.host], "sandbox",
+                                  {**rig.overrides, "engine": {"auth": {"mode": "key"}},
+                                   "monitoring": {**MONITORING, "enabled": False, "prometheus": {"install": False}}})
+    run_pyinfra(off, DEPLOY)
+    assert exec_in(rig.host, f"test -e {TEXTFILE}").returncode != 0
+    assert exec_in(rig.host, "systemctl cat rigforge-health-metrics.timer").returncode != 0
