@@ -140,12 +140,13 @@ def apply_prometheus() -> None:
               triggers=[manager_dropin, manager_package], what="restart Alertmanager")
     systemd.service(name=f"Run {ALERTMANAGER_UNIT}", service=ALERTMANAGER_UNIT, enabled=True, running=True)
     follow_up(name="Reload Alertmanager (its configuration changed)",
-              commands=[f"systemctl reload {ALERTMANAGER_UNIT}"], triggers=[manager_config], what="reload Alertmanager")
+              commands=[f"systemctl reload {ALERTMANAGER_UNIT}"], triggers=[manager_config], what="reload Alertmanager",
+              superseded_by=[manager_dropin, manager_package])
     follow_up(name="Restart Prometheus (its drop-in changed)", commands=[f"systemctl restart {UNIT}"],
               triggers=[dropin, packages], what="restart Prometheus")
     systemd.service(name=f"Run {UNIT}", service=UNIT, enabled=True, running=True)
     follow_up(name="Reload Prometheus (its configuration or rules changed)", commands=[f"systemctl reload {UNIT}"],
-              triggers=[config, rules], what="reload Prometheus")
+              triggers=[config, rules], what="reload Prometheus", superseded_by=[dropin, packages])
     monitoring = profile.monitoring
     host.log(f"Prometheus on {host.name}: {monitoring.prometheus.listen_host}:{monitoring.prometheus.port}, "
              f"Alertmanager {monitoring.alertmanager.listen_host}:{monitoring.alertmanager.port}; "

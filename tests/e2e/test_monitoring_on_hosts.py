@@ -158,7 +158,12 @@ def rig(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 def test_deploy_publishes_and_prometheus_scrapes_the_rig(rig: Rig) -> None:
     run_pyinfra(rig.inventory, DEPLOY)
-    assert_no_changes(rig.inventory, DEPLOY)
+    try:
+        assert_no_changes(rig.inventory, DEPLOY)
+    except AssertionError:  # the daemons' own words, for whoever reads the failure
+        print(exec_in(rig.host, "systemctl --no-pager status prometheus.service prometheus-alertmanager.service; "
+                                "journalctl --no-pager -n 30 -u prometheus-alertmanager.service").stdout)
+        raise
     listeners = rig.sh("ss -ltnH")
     for port in (9100, 9090, 9093):
         assert re.search(rf"127\.0\.0\.1:{port}\b", listeners), (port, listeners)
