@@ -7,9 +7,9 @@ its journal. The receiver is a few lines of Python's http.server on the host's l
 notification Alertmanager posts to a file: the owner's webhook, as Alertmanager sees one. One host, tests in
 order, each starting where the last ended; short intervals through the profile (interval_s 10, scrapes and rule
 evaluations every 2 s, confirm_for_s 4, engine_down_for_s 20, the engine's health timeout 30 s, Alertmanager's
-group wait 1 s). How long each alert took is printed, not asserted beyond a bound a loaded machine keeps (two
-intervals plus LOADED_S: the collector, the scrapes, the rule evaluations and each query's docker exec all
-stretch under load; no speed floors in tests):
+group wait 1 s): the module took 282 s on the loaded 2-core CI machine. How long each alert took is printed,
+not asserted beyond a bound a loaded machine keeps (two intervals plus LOADED_S: the collector, the scrapes, the
+rule evaluations and each query's docker exec all stretch under load; no speed floors in tests):
 
 1. serve, then deploys/monitoring.py; a second run plans nothing; Prometheus and Alertmanager listen on loopback
    only (no cluster port); Prometheus scrapes the rig, its engine, itself and Alertmanager; the CPU-only host says
@@ -271,7 +271,8 @@ def test_monitoring_off_removes_the_timer_and_its_textfile(rig: Rig, sandbox: Sa
     values, engine up 1 included, for ever)."""
     off = sandbox.write_inventory(tmp_path / "off.py", [rig.host], "sandbox",
                                   {**rig.overrides, "engine": {"auth": {"mode": "key"}},
-                                   "monitoring": {**MONITORING, "enabled": False, "prometheus": {"install": False}}})
+                                   "monitoring": {**MONITORING, "enabled": False,
+                                                  "prometheus": {**MONITORING["prometheus"], "install": False}}})
     run_pyinfra(off, DEPLOY)
     assert exec_in(rig.host, f"test -e {TEXTFILE}").returncode != 0
     assert exec_in(rig.host, "systemctl cat rigforge-health-metrics.timer").returncode != 0
