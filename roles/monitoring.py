@@ -10,11 +10,13 @@ On a rig whose profile has ``monitoring.enabled``:
 - **the collector**: ``rigforge/remote/health_metrics.py`` with its helpers under /opt/rigforge/lib/monitoring,
   its config (/etc/rigforge/monitoring/collector.json, from the profile) and a oneshot service with a start
   timeout, started by a timer every ``monitoring.interval_s``; run once at once when any of them changed.
-- **published for the owner's Prometheus and Grafana**: the alerting rules, a scrape config to copy and the
-  dashboard, in /etc/rigforge/monitoring/.
+- **published for the owner's Prometheus and Grafana**: the alerting rules, a scrape config to copy (this rig's
+  own jobs, named after the rig without the connector's prefix) with its file-discovery files (targets/: the
+  rig's address where it listens beyond loopback) and the dashboard, in /etc/rigforge/monitoring/.
 
 ``systemctl daemon-reload`` and restarts run only when a unit or drop-in changed. A profile that turns monitoring
-off has the timer and its service removed; the exporter's drop-in stays (without it the package's exporter would
+off has the timer and its service removed, and the textfile they wrote (else node_exporter would serve its last
+values, engine up included, for ever); the exporter's drop-in stays (without it the package's exporter would
 listen on every interface), and so does the package: removing a package is never a side effect.
 """
 
@@ -39,15 +41,17 @@ from rigforge.monitoring.collector import (
     START_TIMEOUT_S,
     TIMER,
     collector_config,
+    textfile_path,
 )
 from rigforge.monitoring.prometheus import (
     RULES_NAME,
     ScrapeTarget,
+    published_target,
     render_dashboard,
     render_exporter_dropin,
     render_rules,
     render_scrape_snippet,
-    scrape_target,
+    target_files,
 )
 from rigforge.operations import apt
 from rigforge.operations.files import managed_file
@@ -55,6 +59,7 @@ from rigforge.operations.followup import follow_up
 from rigforge.operations.managed import absent
 from rigforge.profile import Profile
 from rigforge.render import render
+from roles.prometheus import rig_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UNIT_DIR = "/etc/systemd/system"
@@ -62,6 +67,7 @@ EXPORTER_PACKAGE = "prometheus-node-exporter"
 EXPORTER_UNIT = "prometheus-node-exporter.service"
 EXPORTER_DROPIN = f"{UNIT_DIR}/{EXPORTER_UNIT}.d/rigforge.conf"
 SCRAPE_SNIPPET = f"{PUBLISH_DIR}/scrape-config.yml"
+PUBLISHED_TARGETS = f"{PUBLISH_DIR}/targets"
 DASHBOARD = f"{PUBLISH_DIR}/grafana-dashboard.json"
 
 
@@ -84,16 +90,17 @@ def render_units(profile: Profile) -> dict[str, str]:
 
 
 def own_target(profile: Profile) -> ScrapeTarget:
-    """This rig as a Prometheus on the rig itself scrapes it (the published snippet's targets)."""
-    target = scrape_target(host.name, profile, host.name, same_host=True)
-    assert target is not None  # the same host always reaches its own listeners
-    return target
+    """This rig as the owner's Prometheus reaches it (the published snippet's targets): at its SSH host name where
+    it listens beyond loopback, else on its loopback."""
+    return published_target(rig_name(host), profile, str(host.data.get("ssh_hostname") or rig_name(host)))
 
 
 def published_files(profile: Profile) -> dict[str, str]:
     """What the rig publishes for its owner's Prometheus and Grafana: path -> text."""
+    target = own_target(profile)
     return {f"{PUBLISH_DIR}/{RULES_NAME}": render_rules(profile),
-            SCRAPE_SNIPPET: render_scrape_snippet(profile, own_target(profile)),
+            SCRAPE_SNIPPET: render_scrape_snippet(profile, target),
+            **{f"{PUBLISHED_TARGETS}/{name}": text for name, text in target_files(target).items()},
             DASHBOARD: render_dashboard(profile)}
 
 
@@ -142,9 +149,13 @@ def install_collector(profile: Profile) -> list[OperationMeta]:
 
 
 def remove_monitoring() -> None:
-    """monitoring.enabled false: the timer and its service go. The exporter's drop-in stays (without it the
-    package's exporter would listen on every interface at its next start), and so do packages and published files."""
+    """monitoring.enabled false: the timer and its service go, and the textfile they wrote (node_exporter would
+    serve its last values for ever). The exporter's drop-in stays (without it the package's exporter would listen
+    on every interface at its next start), and so do packages and published files."""
+    profile = current_profile()
     removed = [absent(name=f"Remove {path} (monitoring off)", path=path, unit=unit)
                for path, unit in ((f"{UNIT_DIR}/{TIMER}", TIMER), (f"{UNIT_DIR}/{SERVICE}", None))]
+    files.file(name="Remove rigforge's textfile (monitoring off: its values would be served for ever)",
+               path=textfile_path(profile), present=False)
     follow_up(name="Reload systemd (unit files removed)", commands=["systemctl daemon-reload"], triggers=removed,
               what="systemctl daemon-reload")

@@ -41,4 +41,16 @@ if [[ ! -x $promtool ]] && ! command -v promtool >/dev/null 2>&1; then
         && dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && rm -f prometheus_*.deb) \
         || echo "bootstrap: could not fetch promtool (apt-get download prometheus): the rules' tests will fail"
 fi
+# amtool, for Alertmanager's configuration check (tests/unit/test_monitoring_config.py): the same way, from Debian's
+# prometheus-alertmanager package into .cache/amtool.
+amtool=.cache/amtool/usr/bin/amtool
+if [[ ! -x $amtool ]] && ! command -v amtool >/dev/null 2>&1; then
+    echo "bootstrap: fetching amtool from Debian's prometheus-alertmanager package"
+    mkdir -p .cache/amtool
+    (cd .cache/amtool && { apt-get download -qq prometheus-alertmanager 2>/dev/null \
+        || { apt-get update -qq && apt-get download -qq prometheus-alertmanager; }; } \
+        && dpkg-deb --fsys-tarfile prometheus-alertmanager_*.deb | tar -x ./usr/bin/amtool \
+        && rm -f prometheus-alertmanager_*.deb) \
+        || echo "bootstrap: could not fetch amtool (apt-get download prometheus-alertmanager): its test will fail"
+fi
 echo "bootstrap: ready ($(python --version), pyinfra $(python -c 'import pyinfra; print(pyinfra.__version__)'))"

@@ -16,7 +16,8 @@ from pyinfra.operations.util.files import generate_color_diff
 
 
 @operation()
-def managed_file(dest: str, content: str, mode: str = "644", user: str = "root", group: str = "root"):
+def managed_file(dest: str, content: str, mode: str = "644", user: str = "root", group: str = "root",
+                 show_diff: bool = True):
     """
     Write ``content`` to ``dest`` atomically: upload beside it, set owner and mode, then rename.
 
@@ -25,6 +26,7 @@ def managed_file(dest: str, content: str, mode: str = "644", user: str = "root",
     + mode: octal permission string; the file never exists at ``dest`` with other permissions
     + user: owner
     + group: group
+    + show_diff: False for a file that may hold a secret (a receiver's URL): ``--diff`` names it, never its lines
 
     A missing parent directory is created (mode 755). Under ``--diff`` the unified diff against the current
     file is logged before anything is written.
@@ -44,7 +46,11 @@ def managed_file(dest: str, content: str, mode: str = "644", user: str = "root",
         return
 
     if state.config.DIFF and not same_content:
-        _log_diff(dest, content, exists=bool(current))
+        if show_diff:
+            _log_diff(dest, content, exists=bool(current))
+        else:
+            what = "modify" if current else "create"
+            host.log(f"Will {what} {dest} (its lines are not shown: they may hold a secret)")
 
     temp = posixpath.join(posixpath.dirname(dest), f".{posixpath.basename(dest)}.rigforge-new")
     if same_content:

@@ -27,7 +27,7 @@ def changed_this_run(triggers: Sequence[OperationMeta]) -> bool:
 
 @operation()
 def follow_up(commands: list[str], triggers: Sequence[OperationMeta], what: str,
-              not_in_container: str | None = None):
+              not_in_container: str | None = None, superseded_by: Sequence[OperationMeta] = ()):
     """
     Run ``commands`` only when one of ``triggers`` changed this run.
 
@@ -36,6 +36,9 @@ def follow_up(commands: list[str], triggers: Sequence[OperationMeta], what: str,
     + what: what the commands do, for the no-change message
     + not_in_container: when set, the reason the commands cannot work in a container host; there
       they are skipped and the reason is printed instead
+    + superseded_by: operations whose change makes the commands needless this run (a restart that reads what a
+      reload would: a SIGHUP that reaches a daemon still starting, before its handler, stops it for good, and
+      systemd counts that exit as clean)
 
     **Example:**
 
@@ -47,6 +50,9 @@ def follow_up(commands: list[str], triggers: Sequence[OperationMeta], what: str,
     """
     if not changed_this_run(triggers):
         host.noop(f"{what}: inputs unchanged")
+        return
+    if changed_this_run(superseded_by):
+        host.noop(f"{what}: not needed, a restart this run reads the same")
         return
     if not_in_container:
         container = host.get_fact(BootEnvironment).container

@@ -141,7 +141,7 @@ def test_the_monitoring_prometheus_scrapes_the_gateway_beside_the_rigs() -> None
     assert gateway_target(load_profile("sandbox"), "10.0.0.9", same_host=False) is None  # loopback elsewhere
     target = gateway_target(gateway, "10.0.0.9", same_host=False)
     assert target == "10.0.0.9:8405"
-    text = render_prometheus_config(prometheus, [], render_gateway_job(prometheus, "gw", target),
+    text = render_prometheus_config(prometheus, [], "gw", render_gateway_job(prometheus, "gw", target),
                                     ("/etc/prometheus/rigforge/rigforge-gateway-alerts.yml",))
     config = yaml.safe_load(text)
     assert config["rule_files"][1] == "/etc/prometheus/rigforge/rigforge-gateway-alerts.yml"

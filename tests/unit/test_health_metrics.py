@@ -211,6 +211,7 @@ def test_scrape_targets_where_they_can_be_reached() -> None:
     assert prometheus.serves_metrics(load_profile("2x-pix")) == (load_profile("2x-pix").engine.kind == "vllm"
                                                       or load_profile("2x-pix").engine.flags.get("--enable-metrics")
                                                       is True)
-    config = prometheus.render_prometheus_config(sandbox, [same])
-    assert 'targets: ["127.0.0.1:9100"]' in config and "rule_files:\n  - /etc/prometheus/rigforge/rigforge-alerts.yml" \
-        in config
+    config = prometheus.render_prometheus_config(sandbox, [same], "rig1")
+    assert 'files: ["/etc/prometheus/rigforge/targets/rig1-node.yml"]' in config \
+        and "rule_files:\n  - /etc/prometheus/rigforge/rigforge-alerts.yml" in config
+    assert prometheus.target_files(same)["rig1-node.yml"] == '- targets: ["127.0.0.1:9100"]\n  labels: {rig: "rig1"}\n'
