@@ -136,7 +136,8 @@ def test_the_gateways_rules_pass_promtool_and_fire_on_a_rig_out_of_rotation(
 
 
 def test_the_monitoring_prometheus_scrapes_the_gateway_beside_the_rigs() -> None:
-    prometheus = load_profile("sandbox", {"monitoring": {"prometheus": {"install": True}}})
+    prometheus = load_profile("sandbox", {"monitoring": {"prometheus": {"install": True}, "alertmanager": {
+        "receiver": {"webhook_urls": ["http://127.0.0.1:9/hook"]}}}})
     gateway = load_profile("sandbox", {"gateway": {"install": True, "metrics_listen_host": "0.0.0.0"}})
     assert gateway_target(load_profile("sandbox"), "10.0.0.9", same_host=False) is None  # loopback elsewhere
     target = gateway_target(gateway, "10.0.0.9", same_host=False)
