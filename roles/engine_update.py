@@ -20,6 +20,11 @@ On a regression with ``--data on_regression=rollback`` the unit is pointed back 
 image record is put back, so the next run stays there; the JIT cache volume, which records the new image, is
 emptied for the old one, whose kernels are compiled again on first use. The deploy fails either way, naming both
 builds. A first install, a rig whose engine does not serve, and a rig on its wanted build measure nothing.
+
+Behind a fleet gateway (roles/drain.py) a measured move takes the rig out of rotation before its first start on the
+old build and returns it only once the comparison passed (a regression or "cannot tell" leaves it out); any other
+restart drains it just before ``systemctl restart`` and returns it after its health wait, or with ``benched_after``
+(deploys/full.py) after the deploy's bench.
 """
 
 from __future__ import annotations
