@@ -88,6 +88,10 @@ def _drain(state: State, host: Host, gateway: Host, backend: str, timeout_s: int
     if refusal:
         host.log(f"gateway: {refusal}", logger.error)
         return False
+    key = (gateway.name, backend, name)
+    # Set out of rotation before this run (by hand, or left out by a run that failed): this run does not return it.
+    out_before = key not in TAKEN_OUT and any(row.rig == name and row.backend == backend and row.held_out
+                                              for row in table)
     set_state(gateway, backend, name, "drain")
     deadline = time.monotonic() + timeout_s
     while True:
@@ -99,10 +103,15 @@ def _drain(state: State, host: Host, gateway: Host, backend: str, timeout_s: int
         host.log(f"gateway: {in_flight} requests still on {name} after {timeout_s} s (gateway.drain_timeout_s): "
                 "going on without them", logger.warning)
     set_state(gateway, backend, name, "maint")
-    TAKEN_OUT.add((gateway.name, backend, name))
     host.log(f"gateway: {name} out of rotation; who serves what: {serving_table(gateway_states(gateway))}")
+    ready = f"on {gateway.name}: python3 {RUNTIME} set {backend} {name} ready"
+    if out_before:
+        host.log(f"gateway: {name} was out of rotation before this run (by hand, or left out by a run that failed): "
+                 f"this run leaves it out; once it should serve, {ready}", logger.warning)
+        return True
+    TAKEN_OUT.add(key)
     host.log(f"gateway: {name} stays out until {until}; a run that fails before leaves it out of rotation (once "
-             f"fixed, on {gateway.name}: python3 {RUNTIME} set {backend} {name} ready)")
+             f"fixed, {ready})")
     return True
 
 

@@ -129,3 +129,24 @@ def test_pyinfra_hands_the_drain_its_state_and_rig() -> None:
     # pyinfra's FunctionCommand passes state and host only to a function whose parameters bear those names.
     for function in (drain._drain, drain._return):
         assert list(inspect.signature(function).parameters)[:2] == ["state", "host"]
+
+
+def test_a_rig_out_of_rotation_before_the_run_is_drained_but_not_returned(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "POLL_S", 0)
+    monkeypatch.setattr(drain, "TAKEN_OUT", set())
+    gateway, rig = StandInGateway(in_flight=[0]), Rig()
+    gateway.status["rig-a"] = "MAINT"  # drained by hand, or left out by an update whose bench failed
+    assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
+    assert "was out of rotation before this run" in rig.lines[-1] and "set model-qwen rig-a ready" in rig.lines[-1]
+    assert drain._return(None, rig, gateway, "model-qwen", "its bench passed")
+    assert gateway.status["rig-a"] == "MAINT"  # still out: the owner puts it back
+
+
+def test_a_rig_that_was_only_down_is_returned_once_its_change_is_proven(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "POLL_S", 0)
+    monkeypatch.setattr(drain, "TAKEN_OUT", set())
+    gateway, rig = StandInGateway(in_flight=[0]), Rig()
+    gateway.status["rig-a"] = "DOWN"  # its health checks fail (the engine died): the restart is the fix
+    assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
+    assert drain._return(None, rig, gateway, "model-qwen", "its health wait passed")
+    assert gateway.status["rig-a"] == "UP"
