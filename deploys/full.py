@@ -6,9 +6,9 @@
 Switches (``--data key=value``): allow_reboot, skip_preflight, bench, verify_weights, recipe (rigforge/context.py).
 """
 
-from rigforge.context import run_settings
+from rigforge.context import current_profile, run_settings
 from rigforge.operations.lock import release_deploy_lock, take_deploy_lock
-from roles import bench, container, engine_update, host, preflight, takeover, weights
+from roles import bench, container, drain, engine_update, host, preflight, takeover, weights
 
 # Validate the run's switches before any operation is planned (--data recipe=NAME switches the engine recipe).
 settings = run_settings(takes=("recipe",))
@@ -43,13 +43,16 @@ container.apply_container()
 # service, (re)started only when one of them changed and waited for until healthy; a serving rig moved to another
 # engine build is measured before and after (roles/engine_update.py). See deploys/serve.py.
 weights.apply_weights()
-engine_update.apply_engine_change(settings, move_unit=True)
+# A serving rig whose engine restarts leaves the fleet gateway's rotation first and returns after the bench below.
+engine_update.apply_engine_change(settings, move_unit=True, benched_after=settings.bench)
 # --- end serving layer ---
 
 # --- bench ---
 # Last: measures the engine the layers above left running; a failed check or floor fails the deploy.
 if settings.bench:
     bench.apply_bench()
+    # Only a rig this run took out, and only once its bench passed (a failed bench fails the deploy before this).
+    drain.put_back(current_profile(), "its bench passed")
 # --- end bench ---
 
 release_deploy_lock()

@@ -140,7 +140,8 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings, start
     refuse_foreign_driver(name="Refuse to install over the owner's driver", profile=profile,
                           allowed=settings.replace_driver)
     # Out of the fleet gateway's rotation before the baseline's engine restarts, back after the starts after passed.
-    drain.take_out(profile, "driver update", settings.drain_last)
+    drain.take_out(profile, "driver update", "the starts after the update are benched and compared",
+                   settings.drain_last)
     bench.install_client(profile)
     if starts is None:
         sized = size_starts(profile)
@@ -171,7 +172,7 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings, start
     verify_driver(name=f"Verify driver {plan.target} is installed, held and loaded", target=plan.target,
                   packages=driver_packages(profile.driver.flavor), hold=profile.driver.hold)
     images.apply_images()
-    service.apply_service()
+    service.apply_service(held_out=True)  # out of rotation since the drain above, until the comparison passes
     if hooks.undrain_command:
         server.shell(name="Put the rig back in service (driver_update.undrain_command)",
                      commands=[shlex.join(hooks.undrain_command)])
@@ -182,7 +183,9 @@ def update_flow(profile: Profile, plan: UpdatePlan, settings: RunSettings, start
                                        "roll it back with --data rollback=true"),
                  settings=settings, started=started, baselines=[str(run) for run in baselines] if baselines else None,
                  roll_back=lambda: update_flow(profile, back, settings, starts), starts=starts)
-    drain.put_back(profile)  # only once the starts after passed: a regression fails the deploy before this
+    # Only once the starts after passed: a regression or "cannot tell" fails the deploy before this, and the rig
+    # stays out of rotation (the drain said so).
+    drain.put_back(profile, "the starts after the update passed their comparison")
 
 
 @operation(is_idempotent=False)

@@ -20,6 +20,11 @@ On a regression with ``--data on_regression=rollback`` the unit is pointed back 
 image record is put back, so the next run stays there; the JIT cache volume, which records the new image, is
 emptied for the old one, whose kernels are compiled again on first use. The deploy fails either way, naming both
 builds. A first install, a rig whose engine does not serve, and a rig on its wanted build measure nothing.
+
+Behind a fleet gateway (roles/drain.py) a measured move takes the rig out of rotation before its first start on the
+old build and returns it only once the comparison passed (a regression or "cannot tell" leaves it out); any other
+restart drains it just before ``systemctl restart`` and returns it after its health wait, or with ``benched_after``
+(deploys/full.py) after the deploy's bench.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from rigforge.operations.venv import installed_spec, venv_marker
 from rigforge.profile import Profile
 from rigforge.serving.engines import LLAMA_VENV, UNIT_NAME, image_ref
 from rigforge.updates.engine_change import EngineBuild, EngineChange, engine_plan_line, unit_image
-from roles import bench, engine, images, service
+from roles import bench, drain, engine, images, service
 from roles.measured_change import MeasuredChange, judge_change, measure_side, size_starts
 from roles.service import UNIT_PATH
 
@@ -93,13 +98,18 @@ def plan_engine_change(profile: Profile, settings: RunSettings) -> EngineChange 
     return EngineChange(running_build(profile, wanted), wanted, serving, recipe_switch=bool(settings.recipe))
 
 
-def apply_engine_change(settings: RunSettings, move_unit: bool) -> None:
+def apply_engine_change(settings: RunSettings, move_unit: bool, benched_after: bool = False) -> None:
     """The engine image (and with ``move_unit`` the engine and its unit), measured before and after when a serving
     rig moves to another build (see the module docstring).
+
+    A serving rig that restarts leaves the fleet gateway's rotation first (roles/drain.py) and comes back only
+    after what proves the restart: a measured move after its comparison; any other restart after its health wait,
+    or with ``benched_after`` after the deploy's bench (the caller's ``drain.put_back``).
 
     + settings: the run's switches (rebuild, recipe, on_regression)
     + move_unit: deploys/serve.py and full.py: install the engine and move the unit too; deploys/images.py: only
       the image, unless the move is measured (a serving rig is moved to the build it measures)
+    + benched_after: the deploy benches the engine next (deploys/full.py) and returns the rig after that bench
     """
     profile = current_profile()
     if not move_unit and profile.engine.native is not None:
@@ -111,7 +121,10 @@ def apply_engine_change(settings: RunSettings, move_unit: bool) -> None:
         images.apply_images(profile)
         if move_unit:
             engine.apply_engine(profile)
-            service.apply_service(profile)
+            proof = "its bench passes" if benched_after else "its health wait passes"
+            service.apply_service(profile, until=proof)
+            if not benched_after:  # this deploy runs no bench: the health wait is what proves the restart
+                drain.put_back(profile, "its health wait passed")
         return
     measured_move(profile, change, settings)
 
@@ -126,11 +139,14 @@ def measured_move(profile: Profile, change: EngineChange, settings: RunSettings)
     old_record = "\n".join(host.get_fact(FileContents, path=record_path) or []) if record_path else ""
     sized = size_starts(profile)
     host.log(f"engine change: {engine_plan_line(profile, change, sized)}", logger.info)
+    # Out of rotation before the baseline's first restart, back only once the starts after passed the comparison.
+    drain.take_out(profile, "engine change", "the starts on the new build are benched and compared",
+                   settings.drain_last)
     bench.install_client(profile)
     measure_side(build_profile(profile, before), f"on {before.words()}", results, sized.starts)
     images.apply_images(profile)
     engine.apply_engine(profile)
-    service.apply_service(profile)
+    service.apply_service(profile, held_out=True)
     measure_side(profile, f"on {change.after.words()}", results, sized.starts)
     judge_change(name="Engine change: compare the starts before and after", profile=profile,
                  change=MeasuredChange("engine", before.words(), change.after.words(),
@@ -138,6 +154,8 @@ def measured_move(profile: Profile, change: EngineChange, settings: RunSettings)
                                                   "on_regression=rollback puts a regressing build back at once"),
                  settings=settings, started=started, baselines=None,
                  roll_back=lambda: roll_back(profile, before, record_path, old_record), starts=sized.starts)
+    # A regression or "cannot tell" fails the deploy before this (a rollback too): the rig stays out of rotation.
+    drain.put_back(profile, "the starts on the new build passed their comparison")
 
 
 def roll_back(profile: Profile, before: EngineBuild, record_path: str | None, old_record: str) -> None:
@@ -151,4 +169,4 @@ def roll_back(profile: Profile, before: EngineBuild, record_path: str | None, ol
         jit_cache_emptied(name=f"Empty volume {docker.jit_cache_volume} for {before.image} (its kernels are "
                                "compiled again on first use)", volume=docker.jit_cache_volume, image=before.image)
     engine.apply_engine(previous)
-    service.apply_service(previous)
+    service.apply_service(previous, held_out=True)  # the deploy fails after it: the rig stays out of rotation

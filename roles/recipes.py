@@ -92,10 +92,13 @@ def apply_recipes(settings: RunSettings) -> None:
     bench.install_client(plans[start])
     managed_file(name=f"Record the experiment in {EXPERIMENT_RECORD}", dest=EXPERIMENT_RECORD,
                  content=experiment_record(profile, stamp, start, names, None))
-    drain.take_out(profile, "recipe tournament", settings.drain_last)
+    drain.take_out(profile, "recipe tournament", "the tournament ends on its final recipe, healthy",
+                   settings.drain_last)
     try_recipes(name=f"Try {len(names)} recipes: {', '.join(names)}", profile=profile, names=names, start=start,
                 keep=settings.keep, stamp=stamp, results_dir=str(results_root()))
-    drain.put_back(profile)  # once the rig runs its final recipe, healthy and benched
+    # Once the rig runs its final recipe, healthy, that recipe benched in every round; a tournament that fails (no
+    # recipe passed, Ctrl-C) fails before this and leaves the rig out of rotation.
+    drain.put_back(profile, "it runs its final recipe, healthy, benched in the tournament")
 
 
 def experiment_record(profile: Profile, stamp: str, start: str, names: list[str], trying: str | None) -> str:
@@ -241,7 +244,7 @@ def settle(profile: Profile, final: str, start: str, stamp: str) -> None:
     weights.apply_weights(chosen)
     images.apply_images(chosen)
     engine.apply_engine(chosen)
-    service.apply_service(chosen, settled=True)
+    service.apply_service(chosen, settled=True, held_out=True)  # the tournament returns the rig
 
 
 def switch_steps(profile: Profile, previous: Profile | None) -> list[tuple[str, Any]]:

@@ -96,12 +96,19 @@ def render_launcher(profile: Profile) -> str:
 
 
 @deploy("Service")
-def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
+def apply_service(profile: Profile | None = None, settled: bool = True, held_out: bool = False,
+                  until: str = "its health wait passes") -> None:
     """Write the engine unit, keep it enabled and running with its current inputs, and wait until healthy.
+
+    A restart of a serving rig drains it at the fleet's gateway first (roles/drain.py) unless ``held_out``; the
+    caller returns it with ``drain.put_back`` after what proves the restart (``until``).
 
     + profile: the profile to serve (default: the current host's, with the recipe this run gives it)
     + settled: this is the recipe the rig keeps (not a trial of deploys/recipes.py): a record of a recipe
       experiment cut short is removed once the engine runs it healthy
+    + held_out: the caller took the rig out of rotation for a whole change (a driver update, a tournament, a
+      measured engine change) and returns it itself: no drain here
+    + until: what the caller's return waits for, which the drain says (its health wait, the deploy's bench)
     """
     profile = profile or current_profile()
     container = profile.engine.native is None
@@ -130,9 +137,11 @@ def apply_service(profile: Profile | None = None, settled: bool = True) -> None:
         health_url=health_url(profile),
         health_timeout_s=profile.engine.health_timeout_s,
         wait_script=WAIT_SCRIPT,
-        # A serving rig leaves the fleet gateway's rotation for the restart and returns once healthy; a recipe
-        # trial's restarts do not (the tournament drained the rig for all of them: roles/recipes.py).
-        around_restart=drain.around_restart(profile, run_settings().drain_last) if settled else None,
+        # A serving rig leaves the fleet gateway's rotation for the restart, returned by the caller's put_back;
+        # a rig its caller holds out (a tournament's trials, a driver update, a measured engine change) is not
+        # drained again.
+        drain_first=(drain.drain_before_restart(profile, run_settings().drain_last, until)
+                     if settled and not held_out else None),
     )
     if settled:
         managed.absent(name=f"Remove the record of a recipe experiment cut short ({EXPERIMENT_RECORD})",

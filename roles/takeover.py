@@ -20,7 +20,7 @@ from rigforge.checks.tradeoffs import tradeoff_lines
 from rigforge.context import current_profile, current_recipe_choice, run_settings
 from rigforge.facts.recipes import RigRecipe
 from rigforge.recipes.choice import NO_RECIPE_STATE, interrupted_line
-from roles import serving
+from roles import drain, serving
 from roles.preflight import stop_on_blocking_checks
 
 LABEL = "already there"
@@ -55,6 +55,7 @@ def apply_takeover(layers: Sequence[str] = LAYERS, restore: bool = True) -> None
         host.log(interrupted_line(recipe[0].experiment, recipe[1]), logger.warning)
         if restore:
             serving.apply_serving(profile)
+            drain.put_back(profile, "its recipe is back, healthy")  # drained by the restart, if it served
 
 
 def _log_table(rows: list[Row]) -> None:

@@ -38,6 +38,11 @@ class RigState:
     def in_rotation(self) -> bool:
         return self.status.split()[0] == "UP"
 
+    @property
+    def held_out(self) -> bool:
+        """Set out of rotation at the gateway (drained or in maintenance), not merely failing its health checks."""
+        return self.status.split()[0] in ("DRAIN", "MAINT", "NOLB")
+
 
 def rig_states(rows: list[dict[str, object]]) -> list[RigState]:
     """The runtime API's ``show`` rows as ``RigState``."""

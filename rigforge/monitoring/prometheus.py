@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from rigforge.gateway.monitoring import gateway_panels
 from rigforge.monitoring.collector import PUBLISH_DIR, SERVICE, TIMER
 from rigforge.monitoring.engine_series import engine_panels, engine_rule_context
 from rigforge.profile import Profile
@@ -179,7 +180,9 @@ def render_alertmanager_config(profile: Profile) -> str:
 
 def render_dashboard(profile: Profile) -> str:
     """The Grafana dashboard (JSON), one rig at a time (its ``rig`` variable)."""
-    return render("monitoring/grafana-dashboard.json.j2", profile, engine_panels=engine_panels(first_id=13, first_y=48))
+    # The engine's panels (ids 13-16, two rows from y=48), then the fleet gateway's row (ids 17-20, from y=64).
+    panels = engine_panels(first_id=13, first_y=48) + gateway_panels(first_id=17, first_y=64)
+    return render("monitoring/grafana-dashboard.json.j2", profile, generated_panels=panels)
 
 
 def render_exporter_dropin(profile: Profile) -> str:

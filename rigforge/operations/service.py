@@ -44,7 +44,7 @@ def restart_reason(state: ServiceState, wanted: str) -> str | None:
 @operation()
 def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], inputs: dict[str, str],
                    watched_files: list[str], image: str | None, health_url: str, health_timeout_s: int,
-                   wait_script: str, around_restart: tuple[FunctionCommand, FunctionCommand] | None = None):
+                   wait_script: str, drain_first: FunctionCommand | None = None):
     """
     Enable the engine unit and (re)start it when its inputs changed, then wait until it answers healthy.
 
@@ -57,8 +57,8 @@ def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], 
     + health_url: polled after a (re)start
     + health_timeout_s: how long to poll before printing the journal and failing
     + wait_script: the health-wait script on the host
-    + around_restart: run before restarting an engine that is serving and after it answers healthy again (the
-      fleet gateway's drain and return: roles/drain.py); None: nothing around it
+    + drain_first: run before restarting an engine that is serving (the fleet gateway's drain, roles/drain.py);
+      its return is a later operation of the caller's, after what proves the restart; None: no drain
 
     **Example:**
 
@@ -97,14 +97,11 @@ def engine_service(unit: str, dropin: str, render_dropin: Callable[[str], str], 
                             str(health_timeout_s))
         return
     host.log(f"{unit}: restarting because {reason}")
-    serving = around_restart if state.running else None  # a stopped engine serves nobody: nothing to drain
-    if serving:
-        yield serving[0]
+    if drain_first is not None and state.running:  # a stopped engine serves nobody: nothing to drain
+        yield drain_first
     yield StringCommand("systemctl", "restart", QuoteString(unit))
     yield StringCommand("sh", QuoteString(wait_script), QuoteString(unit), QuoteString(health_url),
                         str(health_timeout_s))
-    if serving:
-        yield serving[1]
 
 
 @operation()

@@ -1,7 +1,10 @@
 """A bounded load of completions, non-streamed and streamed, through a gateway or straight to an engine.
 
-Each request's outcome records whether a stream had delivered a token when it failed: a gateway may retry a
-request no rig has answered yet, never one whose answer has begun. Loops stop by themselves at ``until``.
+Each request's outcome records how far a failed stream had got: no response headers (nothing answered, or an error
+status: HAProxy's ``retry-on`` retries these on another rig), headers but no token (HAProxy forwards a 200's headers
+as they come: nothing retries it after them; llama.cpp's server sends its headers only once the first token's chunk
+exists, so this needs the engine to die between two writes of one thread), or a token (nobody can resume it). Loops
+stop by themselves at ``until``.
 
 Example::
 
@@ -11,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -28,6 +32,7 @@ class Outcome:
     kind: str
     started: float
     ok: bool
+    headers: bool = False  # a 200's response headers came (from then on no gateway retries it)
     first_token: bool = False  # a stream that had delivered a token (when it failed: nobody could retry it)
     seconds: float = 0.0
     status: int | None = None  # the HTTP status of a refused request
@@ -44,6 +49,7 @@ def one_request(base_url: str, key: str | None, stream: bool, model: str, max_to
     outcome = Outcome("stream" if stream else "plain", began, ok=False)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            outcome.headers = True
             if not stream:
                 outcome.ok = isinstance(json.loads(response.read())["choices"][0]["text"], str)
             else:
@@ -55,7 +61,9 @@ def one_request(base_url: str, key: str | None, stream: bool, model: str, max_to
                         outcome.first_token = True
     except urllib.error.HTTPError as error:
         outcome.status = error.code
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError):
+    # A stream cut mid-chunk raises http.client.IncompleteRead, which is no OSError: uncaught, it would end the
+    # client's thread and hide the failure (and every later request of that client).
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError, KeyError, IndexError):
         pass
     outcome.seconds = time.monotonic() - began
     return outcome
@@ -81,13 +89,23 @@ def load(base_url: str, key: str | None, clients: int, until: float, streams: bo
     return outcomes
 
 
+def stream_stage(outcome: Outcome) -> str:
+    """How far a stream had got: ``before headers`` (the gateway can retry it), ``after headers`` (headers, no token:
+    it cannot) or ``after a token`` (nobody can)."""
+    if outcome.first_token:
+        return "after a token"
+    return "after headers" if outcome.headers else "before headers"
+
+
 def counts(outcomes: list[Outcome]) -> dict[str, int]:
-    """Sent, and failed by kind: plain; streams before their first token; streams after it."""
-    return {"sent": len(outcomes),
-            "plain": sum(1 for o in outcomes if o.kind == "plain"),
-            "stream": sum(1 for o in outcomes if o.kind == "stream"),
-            "plain failed": sum(1 for o in outcomes if o.kind == "plain" and not o.ok),
-            "stream failed before a token": sum(1 for o in outcomes if o.kind == "stream" and not o.ok
-                                                and not o.first_token),
-            "stream failed after a token": sum(1 for o in outcomes if o.kind == "stream" and not o.ok
-                                               and o.first_token)}
+    """Sent, and failed by kind: plain; streams before their response headers (a gateway retries those), after them
+    but before a token, after a token; and the streams failed before a token in all (the two first kinds)."""
+    failed_streams = [o for o in outcomes if o.kind == "stream" and not o.ok]
+    tally = {"sent": len(outcomes),
+             "plain": sum(1 for o in outcomes if o.kind == "plain"),
+             "stream": sum(1 for o in outcomes if o.kind == "stream"),
+             "plain failed": sum(1 for o in outcomes if o.kind == "plain" and not o.ok)}
+    for stage in ("before headers", "after headers", "after a token"):
+        tally[f"stream failed {stage}"] = sum(1 for o in failed_streams if stream_stage(o) == stage)
+    tally["stream failed before a token"] = tally["stream failed before headers"] + tally["stream failed after headers"]
+    return tally

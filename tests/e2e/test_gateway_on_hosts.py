@@ -5,8 +5,11 @@ API key (so the gateway adds each rig's key on the way), Debian's HAProxy under 
 A bounded load (4 clients, every other request streamed) runs from this machine through the gateway while one
 rig's engine is killed (systemd starts it again), another's is hung (SIGSTOP, then SIGCONT), then deploys/serve.py
 moves that rig to another recipe: drained at the gateway before its restart, returned once healthy; the counts and
-who serves what at each step are printed. Non-streamed requests never fail;
-a stream fails only if its answer had begun (a rig killed mid-answer), never before its first token.
+who serves what at each step are printed. Non-streamed requests never fail, and no stream fails before its
+response headers (HAProxy's retry-on moves those to another rig). A stream cut after its headers cannot be retried
+by HAProxy (it forwards a 200's headers as they come): those cut before their first token and those cut after it are
+counted and printed apart. llama.cpp's server sends its headers only once the first token's chunk exists, so the
+first kind needs an engine to die between two writes of one thread.
 
 The module's one test costs the three rigs' serve deploys (weights, engine venvs: a few minutes on 2 cores), so it
 is marked slow: ``pytest -m slow tests/e2e/test_gateway_on_hosts.py -s``.
@@ -130,7 +133,8 @@ def test_the_fleet_keeps_answering_while_one_rig_dies_one_hangs_and_one_is_resta
     said = [line.strip() for line in (moved.stdout + moved.stderr).splitlines() if "who serves what" in line]
     print("\n".join(said))
     assert any("out of rotation; who serves what" in line for line in said), said
-    assert any("back (in rotation once its health checks pass)" in line for line in said), said
+    assert any("back once its health wait passed (in rotation once its health checks pass)" in line
+               for line in said), said
     table = who_serves(gateway)
     tally = counts(outcomes)
     print(f"\nthrough the gateway in {time.monotonic() - began:.0f} s: {tally}; refused with: "
@@ -138,6 +142,7 @@ def test_the_fleet_keeps_answering_while_one_rig_dies_one_hangs_and_one_is_resta
     print("who serves what at the end: " + ", ".join(f"{row['rig']} {row['status']}" for row in table))
     assert tally["plain"] > 0 and tally["stream"] > 0
     assert tally["plain failed"] == 0
-    assert tally["stream failed before a token"] == 0
+    assert tally["stream failed before headers"] == 0  # not started: the gateway must have retried it
+    # Cut after the headers (before or after the first token): no gateway can retry these; counted, printed above.
     assert all(row["status"] == "UP" for row in table), table
     assert exec_in(gateway, f"systemctl is-active {UNIT}").stdout.strip() == "active"

@@ -53,9 +53,32 @@ def test_a_drain_waits_for_the_requests_in_flight_then_sets_the_rig_out(monkeypa
     assert gateway.sets == [("rig-a", "drain"), ("rig-a", "maint")]
     assert gateway.in_flight == [0]  # it looked until none was left
     assert rig.lines[0].startswith("gateway: who serves what before rig-a is drained: qwen: rig-a (in rotation")
-    assert rig.lines[-1].endswith("qwen: rig-a (out of rotation), rig-b (in rotation, 0 in flight)")
-    assert drain._return(None, rig, gateway, "model-qwen")
+    assert rig.lines[-2].endswith("qwen: rig-a (out of rotation), rig-b (in rotation, 0 in flight)")
+    assert rig.lines[-1].startswith("gateway: rig-a stays out until its change is proven; a run that fails before "
+                                    "leaves it out of rotation")
+    assert drain._return(None, rig, gateway, "model-qwen", "its bench passed")
     assert gateway.sets[-1] == ("rig-a", "ready")
+    assert rig.lines[-1].startswith("gateway: rig-a back once its bench passed")
+
+
+def test_a_return_leaves_alone_a_rig_this_run_did_not_take_out(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "TAKEN_OUT", set())
+    gateway, rig = StandInGateway(), Rig()
+    gateway.status["rig-a"] = "MAINT"  # drained by hand, or left out by an earlier run whose bench failed
+    assert drain._return(None, rig, gateway, "model-qwen", "its bench passed")
+    assert gateway.sets == [] and gateway.status["rig-a"] == "MAINT"
+    assert "was not taken out by this run" in rig.lines[-1]
+
+
+def test_a_rig_taken_out_twice_in_one_run_is_returned_once(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "POLL_S", 0)
+    monkeypatch.setattr(drain, "TAKEN_OUT", set())
+    gateway, rig = StandInGateway(in_flight=[0]), Rig()
+    for _ in range(2):  # a driver update's rollback drains the rig its update took out
+        assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
+    assert drain._return(None, rig, gateway, "model-qwen", "its comparison passed")
+    assert drain._return(None, rig, gateway, "model-qwen", "its bench passed")
+    assert [wanted for _, wanted in gateway.sets].count("ready") == 1
 
 
 def test_the_last_rig_in_rotation_is_not_drained_unless_the_switch_says_so(monkeypatch) -> None:
@@ -106,3 +129,24 @@ def test_pyinfra_hands_the_drain_its_state_and_rig() -> None:
     # pyinfra's FunctionCommand passes state and host only to a function whose parameters bear those names.
     for function in (drain._drain, drain._return):
         assert list(inspect.signature(function).parameters)[:2] == ["state", "host"]
+
+
+def test_a_rig_out_of_rotation_before_the_run_is_drained_but_not_returned(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "POLL_S", 0)
+    monkeypatch.setattr(drain, "TAKEN_OUT", set())
+    gateway, rig = StandInGateway(in_flight=[0]), Rig()
+    gateway.status["rig-a"] = "MAINT"  # drained by hand, or left out by an update whose bench failed
+    assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
+    assert "was out of rotation before this run" in rig.lines[-1] and "set model-qwen rig-a ready" in rig.lines[-1]
+    assert drain._return(None, rig, gateway, "model-qwen", "its bench passed")
+    assert gateway.status["rig-a"] == "MAINT"  # still out: the owner puts it back
+
+
+def test_a_rig_that_was_only_down_is_returned_once_its_change_is_proven(monkeypatch) -> None:
+    monkeypatch.setattr(drain, "POLL_S", 0)
+    monkeypatch.setattr(drain, "TAKEN_OUT", set())
+    gateway, rig = StandInGateway(in_flight=[0]), Rig()
+    gateway.status["rig-a"] = "DOWN"  # its health checks fail (the engine died): the restart is the fix
+    assert drain._drain(None, rig, gateway, "model-qwen", timeout_s=30, allow_last=False)
+    assert drain._return(None, rig, gateway, "model-qwen", "its health wait passed")
+    assert gateway.status["rig-a"] == "UP"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rigforge.gateway.monitoring import GATEWAY_SERIES
 from rigforge.monitoring.engine_series import ENGINE_SERIES
 from rigforge.monitoring.prometheus import RULES_NAME, render_dashboard, render_rules
 from rigforge.profile.loader import load_profile
@@ -110,7 +111,8 @@ def test_every_dashboard_panel_queries_metrics_the_collector_writes() -> None:
     dashboard = json.loads(render_dashboard(load_profile("sandbox")))
     titles = {panel["title"] for panel in dashboard["panels"]}
     for wanted in ("GPUs", "PCIe", "Power", "Temperature", "bench", "Known failures", "tokens per second",
-                   "waiting", "KV-cache", "time to first token"):
+                   "waiting", "KV-cache", "time to first token", "Gateway: requests", "Gateway: errors",
+                   "Gateway: average time", "Gateway: this rig in rotation"):
         assert any(wanted in title for title in titles), wanted
     assert len({panel["id"] for panel in dashboard["panels"]}) == len(dashboard["panels"])
     for panel in dashboard["panels"]:
@@ -118,9 +120,14 @@ def test_every_dashboard_panel_queries_metrics_the_collector_writes() -> None:
         for target in panel["targets"]:
             named = set(METRIC.findall(target["expr"]))
             engines = {name.removesuffix("_bucket") for name in re.findall(r"\b[a-z_]+:[a-z_]+", target["expr"])}
-            assert named or engines, (panel["title"], target["expr"])
+            gateway = set(re.findall(r"\bhaproxy_[a-z_]+", target["expr"]))
+            assert named or engines or gateway, (panel["title"], target["expr"])
             assert named <= set(HELP), (panel["title"], named - set(HELP))
             assert engines <= ENGINE_NAMES, (panel["title"], engines - ENGINE_NAMES)
-            assert 'rig="$rig"' in target["expr"], (panel["title"], target["expr"])
+            assert gateway <= set(GATEWAY_SERIES), (panel["title"], gateway - set(GATEWAY_SERIES))
+            if gateway:  # the gateway's series name the rig as their server, in every model's backend
+                assert 'proxy=~"model-.+", server="$rig"' in target["expr"], (panel["title"], target["expr"])
+            else:
+                assert 'rig="$rig"' in target["expr"], (panel["title"], target["expr"])
     variable = dashboard["templating"]["list"][1]["query"]["query"]
     assert set(METRIC.findall(variable)) <= set(HELP)
