@@ -98,3 +98,17 @@ def test_a_pass_of_the_first_corpus_is_refused_by_the_shipped_one(tmp_path: Path
     old = json.loads((REPO_ROOT / "tests/fixtures/quality/llamacpp_pass_default.json").read_text())
     with pytest.raises(RefusedImport, match="'kjv-v1': another corpus version"):
         check_pass(tmp_path / "old.json", old, load_corpus(), "greedy", "quality")
+
+
+def test_the_measurement_script_reads_the_profile_with_its_overrides() -> None:
+    """measurements/quality_kld.py measures the profile's pass, cut as asked, without the task score."""
+    spec = importlib.util.spec_from_file_location("quality_kld", REPO_ROOT / "measurements" / "quality_kld.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = script.argparse.Namespace(profile="sandbox-instruct", texts=16, max_tokens=16)
+    quality = script.settings(args)
+    assert (quality.texts, quality.max_tokens, quality.task_score.enabled) == (16, 16, False)
+    kept = script.settings(script.argparse.Namespace(profile="sandbox", texts=None, max_tokens=None))
+    assert kept.texts == load_profile("sandbox").bench.quality.texts == 4
+    assert script.rows("q4_1")["kv-q4"][-3:] == ("q4_1", "--flash-attn", "on")
