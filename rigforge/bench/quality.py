@@ -18,8 +18,8 @@ the two sides. Here only what the engine says is read, by the engine's own means
 
 Config (``quality`` in the bench config; validated by ``check_quality``)::
 
-    {"method": "greedy", "top_k": 8, "max_tokens": 32, "max_resyncs": 12, "corpus": "kjv-v1",
-     "texts": [{"id": "eccl-1", "text": "..."}], "reference_tokens": {"eccl-1": [506, 2369, ...]} | null}
+    {"method": "greedy", "top_k": 20, "max_tokens": 32, "max_resyncs": 12, "corpus": "pd-mixed-v2",
+     "texts": [{"id": "kjv-nahum-2", "text": "..."}], "reference_tokens": {"kjv-nahum-2": [506, 2369, ...]} | null}
 
 Result: ``{"method", "top_k", "corpus", "seconds", "requests", "texts": [{"id", "phase", "prompt_ids", "steps":
 [{"token", "top", "logprob"}], "resyncs": [position, …], "error": null | "why"}]}``. With a ``task_score`` block

@@ -3,11 +3,21 @@ judged against, and how far a recipe may move the model's answers (rigforge/qual
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rigforge.profile.types import SafeText, StrictModel
+
+#: The corpus every quality pass reads (read here by path: rigforge.quality imports the profile package).
+CORPUS_PATH = Path(__file__).resolve().parents[1] / "quality" / "corpus.json"
+
+
+def corpus_size(path: Path = CORPUS_PATH) -> int:
+    """How many texts the shipped corpus has."""
+    return len(json.loads(path.read_text(encoding="utf-8"))["texts"])
 
 
 class TaskScore(StrictModel):
@@ -36,6 +46,8 @@ class Quality(StrictModel):
     reference_recipe: str | None
     # Log-probabilities read per position (the KLD is a top-k approximation over these).
     top_k: Annotated[int, Field(ge=1, le=20)]
+    # How many of the corpus's texts a pass reads, its first ones; None: all of them.
+    texts: Annotated[int, Field(ge=1)] | None
     # Tokens generated per text where the engine has no prompt logprobs (llama.cpp: greedy with re-sync).
     max_tokens: Annotated[int, Field(ge=1, le=512)]
     # Re-synchronisations a text may take before the rest of it is left unmeasured (bounds a pass's time).
@@ -44,3 +56,12 @@ class Quality(StrictModel):
     max_mean_kld: Annotated[float, Field(gt=0)]
     reason: SafeText  # where max_mean_kld comes from, for this model
     task_score: TaskScore
+
+    @field_validator("texts")
+    @classmethod
+    def _within_the_corpus(cls, value: int | None) -> int | None:
+        """At most the corpus's texts: more would silently read them all (and a reader would think otherwise)."""
+        if value is not None and value > (size := corpus_size()):
+            raise ValueError(f"the corpus (rigforge/quality/corpus.json) has {size} texts, so at most {size}; "
+                             "null reads them all")
+        return value

@@ -142,5 +142,5 @@ def quality_config(quality: Quality, engine: str, reference: Mapping[str, Any] |
     return {"engine": engine, "method": METHODS[engine], "top_k": candidate_top_k(quality.top_k, reference),
             "max_tokens": quality.max_tokens,
             "max_resyncs": quality.max_resyncs, "corpus": corpus["corpus"],
-            "texts": [{"id": text["id"], "text": text["text"]} for text in corpus["texts"]],
+            "texts": [{"id": text["id"], "text": text["text"]} for text in corpus["texts"][:quality.texts]],
             "reference_tokens": tokens, "task_score": task_score}

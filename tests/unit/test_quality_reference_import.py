@@ -1,7 +1,8 @@
 """Importing a reference made elsewhere (rigforge/quality/reference_import.py): the input checked field by field
 before anything is written, another corpus version or tokenizer refused with the reason, the file written whole
 with where it came from, an existing reference kept unless ``--replace``, and the report naming the imported
-reference its verdicts used. The passes are tests/fixtures/quality/'s real llama.cpp passes."""
+reference its verdicts used. The passes are tests/fixtures/quality/'s real llama.cpp passes, captured on the first
+corpus (kjv-v1, kept beside them as corpus_kjv_v1.json): the import is checked against that corpus here."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from rigforge.quality import reference_import
 from rigforge.quality.kld import compare_passes
-from rigforge.quality.reference import against_block, load_reference, reference_path
+from rigforge.quality.reference import against_block, load_corpus, load_reference, reference_path
 from rigforge.quality.reference_import import RefusedImport, import_reference, key_of, main
 from rigforge.recipes.report import build_report, report_markdown
 from tests.unit.test_promises_recipe_report import CHAT, POLICY, measured, side_trial
@@ -22,6 +24,12 @@ from tests.unit.test_promises_recipe_report import CHAT, POLICY, measured, side_
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "quality"
 KEY = key_of("gemma-3-270m-q4_k_m.gguf", "a5fd3b62230a")
 NOW = datetime(2026, 11, 27, 9, 40, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def the_fixtures_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import checks a pass against the corpus its fixtures were captured on (the shipped one is newer)."""
+    monkeypatch.setattr(reference_import, "load_corpus", lambda: load_corpus(FIXTURES / "corpus_kjv_v1.json"))
 
 
 def fixture(name: str) -> dict[str, Any]:
