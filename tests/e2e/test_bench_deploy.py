@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from conftest import Sandbox
 
 SMOKE_OP = "Bench | Smoke benchmark against http://127.0.0.1:8080"
+#: After the bench, the rig goes back in the gateway's rotation (roles/drain.py: nothing to do where no gateway
+#: took it out), then the lock goes.
+RETURN_OP = "Put {host} back in the gateway's rotation (its bench passed)"
 
 @dataclass(frozen=True)
 class ServedHost:
@@ -118,7 +121,9 @@ def test_the_bench_plans_no_change_and_the_switch_leaves_it_out(served: ServedHo
 
     full = run_pyinfra(served.inventory, "deploys/full.py", dry=True).plan
     assert [op["hosts_with_change"] for op in full if op["name"] == SMOKE_OP] == [[]]
-    assert [op["name"] for op in full][-2:] == [SMOKE_OP, RELEASE_NAME]  # the bench comes last, then the lock goes
+    returned = RETURN_OP.format(host=served.host.name)
+    assert [op["name"] for op in full][-3:] == [SMOKE_OP, returned, RELEASE_NAME]  # the bench last, then the lock
+    assert [op["hosts_with_change"] for op in full if op["name"] == returned] == [[]]  # no gateway took it out
     switched_off = run_pyinfra(served.inventory, "deploys/full.py", "--data", "bench=false", dry=True).plan
     assert not [op for op in switched_off if op["name"].startswith("Bench |")]
 
@@ -128,8 +133,9 @@ def test_full_deploy_ends_with_the_bench_and_passes_with_gemma(served: ServedHos
     run = run_pyinfra(served.inventory, "deploys/full.py")
 
     assert f"bench PASS on {served.host.name}: 3/3 cells ok" in run.stderr
-    # Last before the deploy lock's release.
-    assert [op["name"] for op in run.data["results"]["operations"]][-2:] == [SMOKE_OP, RELEASE_NAME]
+    # Last but the return to the rotation and the deploy lock's release.
+    assert [op["name"] for op in run.data["results"]["operations"]][-3:] == [
+        SMOKE_OP, RETURN_OP.format(host=served.host.name), RELEASE_NAME]
     after, result = latest_result(served)
     assert after != before and result["status"] == "ok"  # a new run, now the latest
 
