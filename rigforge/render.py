@@ -71,3 +71,26 @@ def render_with_exports(template: str, profile: Profile, **context: Any) -> tupl
     module = _ENV.get_template(template).make_module({"profile": profile, "header": header_text(profile), **context})
     exports = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
     return str(module), exports
+
+
+#: A Grafana time-series panel's spec: title, unit, then (legend, PromQL expression) per line.
+PanelSpec = tuple[str, str, list[tuple[str, str]]]
+
+
+def timeseries_panels(specs: list[PanelSpec], first_id: int, first_y: int) -> list[dict[str, object]]:
+    """Grafana time-series panels (dashboard JSON) for ``specs``, two a row from grid row ``first_y``.
+
+    + specs: (title, unit, [(legend, expression), ...]) per panel
+    + first_id: the first panel's id (a dashboard's ids must differ)
+    + first_y: the grid row the first panel starts on
+
+    >>> [panel["gridPos"] for panel in timeseries_panels([("a", "s", []), ("b", "s", []), ("c", "s", [])], 1, 0)]
+    [{'h': 8, 'w': 12, 'x': 0, 'y': 0}, {'h': 8, 'w': 12, 'x': 12, 'y': 0}, {'h': 8, 'w': 12, 'x': 0, 'y': 8}]
+    """
+    return [{"id": first_id + index, "type": "timeseries", "title": title,
+             "datasource": {"type": "prometheus", "uid": "${datasource}"},
+             "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": first_y + 8 * (index // 2)},
+             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+             "targets": [{"refId": chr(ord("A") + n), "expr": expr, "legendFormat": legend}
+                         for n, (legend, expr) in enumerate(lines)]}
+            for index, (title, unit, lines) in enumerate(specs)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rigforge.profile import Profile
 from rigforge.profile.access import listens_beyond_loopback
-from rigforge.render import render
+from rigforge.render import PanelSpec, render, timeseries_panels
 
 RULES_NAME = "rigforge-gateway-alerts.yml"
 #: Seconds a model may have no rig in rotation before its alert fires: two scrapes of the sandbox and GPU profiles.
@@ -60,7 +60,7 @@ GATEWAY_SERIES = ("haproxy_server_http_responses_total", "haproxy_server_respons
                   "haproxy_server_status")
 _RATE = "[$__rate_interval]"
 #: title, unit, then (legend, expression) per line.
-_PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
+_PANELS: list[PanelSpec] = [
     ("Gateway: requests to this rig per second, by answer", "reqps", [
         ("{{proxy}} {{code}}", f"sum by (proxy, code) (rate(haproxy_server_http_responses_total{_SERVER}{_RATE}))")]),
     ("Gateway: errors on this rig per second (response, connection)", "reqps", [
@@ -81,13 +81,4 @@ def gateway_panels(first_id: int, first_y: int) -> list[dict[str, object]]:
     + first_id: the first panel's id (the dashboard's ids must differ)
     + first_y: the grid row the first panel starts on
     """
-    panels: list[dict[str, object]] = []
-    for index, (title, unit, lines) in enumerate(_PANELS):
-        panels.append({
-            "id": first_id + index, "type": "timeseries", "title": title,
-            "datasource": {"type": "prometheus", "uid": "${datasource}"},
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": first_y + 8 * (index // 2)},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "targets": [{"refId": chr(ord("A") + n), "expr": expr, "legendFormat": legend}
-                        for n, (legend, expr) in enumerate(lines)]})
-    return panels
+    return timeseries_panels(_PANELS, first_id, first_y)

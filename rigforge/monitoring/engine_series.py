@@ -14,6 +14,7 @@ its expression, so its rules stay silent on that engine rather than guessing.
 from __future__ import annotations
 
 from rigforge.profile.monitoring import Alerts
+from rigforge.render import PanelSpec, timeseries_panels
 
 #: The dashboard's selector of one rig (its ``rig`` variable).
 _RIG = '{rig="$rig"}'
@@ -71,7 +72,7 @@ def engine_rule_context(alerts: Alerts, rate_window_s: int) -> dict[str, str]:
 
 #: The engine panels of the dashboard: title, unit, then (legend, expression) per line; ``$rig`` and
 #: ``$__rate_interval`` are Grafana's.
-_PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
+_PANELS: list[PanelSpec] = [
     ("Engine: tokens per second (generated, prompt)", "short", [
         ("generated", per_rig("generated", selector=_RIG, rate_window="$__rate_interval")),
         ("prompt", per_rig("prompt", selector=_RIG, rate_window="$__rate_interval"))]),
@@ -85,13 +86,4 @@ _PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
 
 def engine_panels(first_id: int, first_y: int) -> list[dict[str, object]]:
     """The dashboard's engine panels (Grafana JSON), two a row from ``first_y``."""
-    panels: list[dict[str, object]] = []
-    for index, (title, unit, lines) in enumerate(_PANELS):
-        panels.append({
-            "id": first_id + index, "type": "timeseries", "title": title,
-            "datasource": {"type": "prometheus", "uid": "${datasource}"},
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": first_y + 8 * (index // 2)},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "targets": [{"refId": chr(ord("A") + n), "expr": expr, "legendFormat": legend}
-                        for n, (legend, expr) in enumerate(lines)]})
-    return panels
+    return timeseries_panels(_PANELS, first_id, first_y)
