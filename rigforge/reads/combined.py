@@ -110,6 +110,42 @@ def new_marker() -> str:
     return MARKER_PREFIX + secrets.token_hex(4)
 
 
+#: The most command text one combined read sends. sshd refuses a packet over 256 KiB ("Bad packet length", and the
+#: connection is gone) and Linux an argument over 128 KiB (sshd runs the command as ``sh -c COMMAND``): a rig's
+#: recorded reads are split into commands under this, and a read longer on its own is left to pyinfra.
+COMMAND_BUDGET = 64 * 1024
+
+
+def command_length(read: FactRead) -> int:
+    """How many bytes of command text ``read`` adds to a combined command (its framing included)."""
+    command = read.command()
+    text = command.get_raw_value() if isinstance(command, StringCommand) else str(command)
+    return len(text.encode()) + 96
+
+
+def batches(reads: list[FactRead], lengths: list[int], budget: int | None = None) -> list[list[FactRead]]:
+    """``reads`` in order, cut into runs whose ``lengths`` add up to at most ``budget``; a read longer than the
+    budget alone is left out (pyinfra reads it on its own).
+
+    >>> from pyinfra.facts.server import Hostname
+    >>> reads = [FactRead.of(Hostname) for _ in range(4)]
+    >>> [len(batch) for batch in batches(reads, [40, 40, 90, 30], budget=80)]
+    [2, 1]
+    """
+    budget = COMMAND_BUDGET if budget is None else budget
+    cut: list[list[FactRead]] = []
+    used = budget + 1
+    for read, length in zip(reads, lengths, strict=True):
+        if length > budget:
+            continue
+        if used + length > budget:
+            cut.append([])
+            used = 0
+        cut[-1].append(read)
+        used += length
+    return cut
+
+
 def combined_command(reads: list[FactRead], marker: str) -> StringCommand:
     """One shell command printing every read's output in its own section (stderr dropped: a failed
     section is read again on its own, where pyinfra shows it)."""

@@ -6,7 +6,8 @@ with about fifty of them, one round trip each. Read-ahead makes that about one:
 1. ``read_ahead(deploy)`` (called by ``take_deploy_lock``, the first call of every deploy) reads, for
    every active host at once, the reads the previous run of this deploy made on that host, as one
    combined command (``rigforge/reads/combined.py``: one section per fact, parsed by the fact's own
-   parser, so every parser stays the one tested on real outputs).
+   parser, so every parser stays the one tested on real outputs). Reads whose commands add up past
+   ``COMMAND_BUDGET`` (64 KiB) go in several: sshd drops a connection that sends it a packet over 256 KiB.
 2. While nothing but reads has reached the host, ``host.get_fact`` answers from those values. The
    first command that may change it (an operation's command, an upload; taking the deploy lock
    excepted) drops the host's read-ahead: later reads go to the host one by one, as pyinfra does.
@@ -47,7 +48,9 @@ from pyinfra.connectors.ssh import SSHConnector
 from rigforge.reads.combined import (
     CombinedReadError,
     FactRead,
+    batches,
     combined_command,
+    command_length,
     new_marker,
     section_value,
     split_sections,
@@ -123,7 +126,15 @@ def _executor_arguments(state: State, host: Host, fact: type, args: Any, kwargs:
 
 
 def _read_host(state: State, host: Host, reads: list[FactRead], entry: HostReads) -> None:
-    """Run one host's combined read and keep every section pyinfra would have turned into a value."""
+    """Run one host's combined reads (as few commands as fit ``COMMAND_BUDGET``) and keep every section pyinfra
+    would have turned into a value."""
+    for batch in batches(reads, [command_length(read) for read in reads]):
+        if not _read_batch(state, host, batch, entry):
+            return
+
+
+def _read_batch(state: State, host: Host, reads: list[FactRead], entry: HostReads) -> bool:
+    """One combined command; False when the host could not answer it (the rest is read fact by fact)."""
     marker = new_marker()
     entry.quiet += 1
     try:
@@ -131,23 +142,24 @@ def _read_host(state: State, host: Host, reads: list[FactRead], entry: HostReads
                                                 print_input=state.print_fact_input, **entry.executor)
     except Exception as exc:  # noqa: BLE001 - any connection trouble: pyinfra meets it again on its own reads
         logger.debug(f"{host.print_prefix}read-ahead skipped: {exc}")
-        return
+        return False
     finally:
         entry.quiet -= 1
     if not status:
         logger.debug(f"{host.print_prefix}read-ahead failed; every fact is read on its own")
-        return
+        return False
     try:
         sections = split_sections(output.stdout_lines, reads, marker)
     except CombinedReadError as exc:
         host.log_styled(f"rigforge: reading facts ahead: {exc}", fg="red", log_func=logger.error)
         state.fail_hosts({host})
-        return
+        return False
     for read, section in zip(reads, sections, strict=True):
         served, value = section_value(read, section)
         if served:
             entry.values[read] = value
     logger.debug(f"{host.print_prefix}read ahead {len(entry.values)} of {len(reads)} facts in one command")
+    return True
 
 
 def read_ahead(state: State, deploy: str) -> None:

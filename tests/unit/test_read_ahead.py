@@ -21,7 +21,7 @@ from pyinfra.facts.files import File, FindInFile, Sha256File
 from pyinfra.facts.server import Command, Hostname, Which
 
 from rigforge.facts.packages import DpkgPackages
-from rigforge.reads import read_ahead
+from rigforge.reads import combined, read_ahead
 from rigforge.reads.combined import (
     MISSING_COMMAND_MARKER,
     CombinedReadError,
@@ -180,3 +180,26 @@ def test_a_host_whose_deploy_code_runs_meanwhile_waits_for_the_read_ahead(monkey
     second = gevent.spawn(lambda: (read_ahead.read_ahead(state, "deploys/host.py"), finished.append("second")))
     gevent.joinall([first, second], raise_error=True)
     assert finished == ["read ahead", "second"]
+
+
+def test_reads_past_the_command_budget_go_in_several_commands_and_a_huge_one_alone(
+        local: tuple[State, Host], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deploy that read many facts (a recipes run: 424 KB of commands) must not send them as one: sshd drops the
+    connection on a packet over 256 KiB ("Bad packet length 424044", then "message authentication code incorrect")."""
+    state, host = local
+    monkeypatch.setattr(combined, "COMMAND_BUDGET", 2000)
+    padding = "x" * 300
+    reads = [FactRead.of(Command, command=f"echo {index} || : {padding}") for index in range(12)]
+    huge = FactRead.of(Command, command=f"echo huge || : {'y' * 3000}")
+    read_ahead.save_reads(read_ahead.record_path("deploys/many.py", host.name), [*reads, huge])
+    sent = counted(host, monkeypatch)
+    read_ahead.read_ahead(state, "deploys/many.py")
+    assert 2 <= len(sent) <= 4 and all(len(command) <= 2000 + 200 for command in sent)
+    assert [host.get_fact(Command, command=read.kwargs["command"]) for read in reads] == [str(i) for i in range(12)]
+    before = len(sent)
+    assert host.get_fact(Command, command=huge.kwargs["command"]) == "huge"  # not read ahead: read on its own
+    assert len(sent) == before + 1
+
+
+def test_the_budget_stays_under_what_sshd_and_linux_take() -> None:
+    assert combined.COMMAND_BUDGET * 2 <= 128 * 1024  # Linux's MAX_ARG_STRLEN; sshd's packet limit is 256 KiB
