@@ -197,7 +197,7 @@ def measure(host: Host, profile: Profile, results_dir: Path, connector: dict[str
                                  stamp)
     config = bench_config(profile, run_metadata(profile, host.name, read_versions(host, profile)),
                           stop_on_wrong_output)
-    config.update(quality=quality.config_block(host, profile, results_dir), quality_only=quality_only)  # checked
+    config.update(quality=quality.config_block(host, profile, results_dir, stamp), quality_only=quality_only)  # checked
     if not host.put_file(StringIO(json.dumps(config, indent=1) + "\n"), paths.config, **connector):
         host.log(f"bench: could not write {paths.config}", logger.error)
         return Measured(stamp, None, None, local)

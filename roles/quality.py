@@ -20,12 +20,22 @@ from typing import Any
 from pyinfra import logger
 from pyinfra.api import Host
 
+from rigforge.bench.quality import METHODS
 from rigforge.bench_runs.plan import bench_base_url
 from rigforge.profile import Profile
 from rigforge.quality.judge import DIFFER, judge_quality
 from rigforge.quality.kld import compare_passes
 from rigforge.quality.over_starts import judge_over_starts
-from rigforge.quality.reference import against_block, load_reference, model_key, quality_config, save_reference
+from rigforge.quality.reference import (
+    against_block,
+    load_corpus,
+    load_reference,
+    model_key,
+    outdated,
+    quality_config,
+    retire_reference,
+    save_reference,
+)
 from rigforge.quality.tasks import compare_scores, grade_answered
 from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.history import load_result
@@ -51,9 +61,23 @@ def reference_key(host: Host, profile: Profile) -> str:
     return model_key((base.with_recipe(recipe) if recipe else base).model)
 
 
-def config_block(host: Host, profile: Profile, results_dir: Path) -> dict[str, Any] | None:
-    """The bench config's ``quality`` block for ``profile`` (None: quality off)."""
-    reference = load_reference(results_dir, reference_key(host, profile))
+def config_block(host: Host, profile: Profile, results_dir: Path, stamp: str) -> dict[str, Any] | None:
+    """The bench config's ``quality`` block for ``profile`` (None: quality off). A reference recorded here with an
+    older corpus or method is moved aside first (``retire_reference``): no pass could be compared with it, and this
+    bench, or the next of the reference recipe, records the model's reference anew.
+
+    + stamp: the bench run's stamp (names a retired reference)
+    """
+    if not profile.bench.quality.enabled:
+        return None
+    key = reference_key(host, profile)
+    reference = load_reference(results_dir, key)
+    why = reference and outdated(reference, load_corpus()["corpus"], METHODS[profile.engine.kind])
+    if reference is not None and why:
+        retired = retire_reference(results_dir, key, stamp)
+        host.log(f"quality: the reference of {key} was {why}: kept as {retired}; the next bench of recipe "
+                 f"{reference_recipe(host, profile)} records it anew", logger.warning)
+        reference = None
     return quality_config(profile.bench.quality, profile.engine.kind, reference)
 
 

@@ -74,6 +74,36 @@ def save_reference(results_dir: Path, key: str, reference: Mapping[str, Any]) ->
     return path
 
 
+def outdated(reference: Mapping[str, Any], corpus: str, method: str) -> str | None:
+    """Why a reference recorded here can no longer be compared with any pass this rigforge measures (another corpus
+    version, another engine method), None while it can. An imported one is never outdated here: it came from
+    elsewhere, so its refusal tells the owner to import one again.
+
+    >>> outdated({"pass": {"corpus": "kjv-v1", "method": "greedy"}}, "pd-mixed-v2", "greedy")
+    "recorded with corpus 'kjv-v1', and this rigforge reads corpus 'pd-mixed-v2'"
+    >>> outdated({"pass": {"corpus": "kjv-v1", "method": "forced"}, "imported": {}}, "pd-mixed-v2", "greedy") is None
+    True
+    """
+    if "imported" in reference:
+        return None
+    passed = reference["pass"]
+    if passed.get("corpus") != corpus:
+        return f"recorded with corpus {passed.get('corpus')!r}, and this rigforge reads corpus {corpus!r}"
+    if passed.get("method") != method:
+        return f"recorded with method {passed.get('method')!r}, and this engine is now measured with {method!r}"
+    return None
+
+
+def retire_reference(results_dir: Path, key: str, stamp: str) -> Path:
+    """Move a reference aside (``references/retired/<key>.<stamp>.json``), never deleting it; the next bench of the
+    reference recipe records a new one. Returns where it went."""
+    path = reference_path(results_dir, key)
+    retired = results_dir / "references" / "retired" / f"{key}.{stamp}.json"
+    retired.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, retired)
+    return retired
+
+
 def provenance(reference: Mapping[str, Any]) -> str:
     """Where a stored reference came from, in words (the report shows it beside every verdict that used it).
 
