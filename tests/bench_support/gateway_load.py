@@ -70,8 +70,9 @@ def one_request(base_url: str, key: str | None, stream: bool, model: str, max_to
 
 
 def load(base_url: str, key: str | None, clients: int, until: float, streams: bool, model: str,
-         max_tokens: int = 8, stop: threading.Event | None = None) -> list[Outcome]:
-    """``clients`` threads sending requests back to back until ``until`` or ``stop`` (every other one streamed)."""
+         max_tokens: int = 8, stop: threading.Event | None = None, pause_s: float = 0.0) -> list[Outcome]:
+    """``clients`` threads sending requests until ``until`` or ``stop`` (every other one streamed), each waiting
+    ``pause_s`` after an answer (0: back to back; a user's think time keeps the load bounded)."""
     outcomes: list[Outcome] = []
 
     def client(index: int) -> None:
@@ -80,6 +81,10 @@ def load(base_url: str, key: str | None, clients: int, until: float, streams: bo
             outcomes.append(one_request(base_url, key, stream=streams and (count + index) % 2 == 1, model=model,
                                         max_tokens=max_tokens))
             count += 1
+            if pause_s and stop is not None:
+                stop.wait(pause_s)
+            elif pause_s:
+                time.sleep(pause_s)
 
     threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
     for thread in threads:

@@ -25,9 +25,15 @@ or more, while a 0.25-CPU rig (several times slower) is past it: worse, or at th
 stops the rollout. ``driver_update.starts_budget_s: 0`` keeps k at the profile's 3 (the rig's next update would
 otherwise size k from the spread its last one measured: unit-tested in tests/unit/test_sizing.py).
 
-The tests share the three hosts and run in file order (regression first, then the clean finish, then
-the second run); a failed step skips the rest. The finish and the second run are marked slow (the suite's time
-budget): ``pytest -m "slow or not slow" tests/e2e/test_driver_rollout.py`` runs all three.
+The three rigs are a fleet behind one gateway (Debian's HAProxy on the first rig, deploys/gateway.py; each engine
+on 0.0.0.0 behind its own API key; tests/e2e/fleet_gateway.py): every update drains its rig at the gateway first and
+returns it once its comparison passed. The tests share the three hosts and run in file order: the regression first
+(no load: its verdicts are the test), then the fleet under load: a bounded load through the gateway (3 clients,
+every other request streamed, a second's think time each, so that the benches of the rig being updated measure
+beside a steady load rather than a saturated machine) while one rig's engine is killed and another's hung, and the
+rollout finishes the fleet: no non-streamed request fails, no stream fails before its headers (HAProxy retried it),
+every rig back in rotation, the counts printed. A failed step skips the rest. The second run is marked slow (the
+suite's time budget): ``pytest -m "slow or not slow" tests/e2e/test_driver_rollout.py`` runs all three.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,9 +54,13 @@ from rigforge.bench_runs.plan import RESULTS_DIR_VARIABLE
 from rigforge.sandbox import SandboxError, SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma
+from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import records_since
 from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
+from tests.bench_support.gateway_load import counts, load
+from tests.e2e.conftest import E2E_OVERRIDES, merged_overrides
 from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engine_speed
+from tests.e2e.fleet_gateway import MODEL, RUNTIME, gateway_url, user_key, wait_for, who_serves, write_fleet_inventory
 from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
 
 if TYPE_CHECKING:
@@ -126,7 +137,8 @@ def _overrides(repo_overrides: dict, version: str) -> dict:
 
 @pytest.fixture(scope="module")
 def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
-    """Three rigs on driver 590 (host layer, one reboot each), serving Gemma (serve deploy)."""
+    """Three rigs on driver 590 (host layer, one reboot each), serving Gemma (serve deploy), each with its own API
+    key, behind the fleet's gateway on the first (deploys/gateway.py): every update below drains at the gateway."""
     ensure_gemma(REPO_ROOT / ".sandbox" / "models")
     work = tmp_path_factory.mktemp("rollout")
     repo = build_repo(tmp_path_factory.mktemp("standin-repo"))
@@ -134,12 +146,19 @@ def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     for host in hosts:
         serve_in_host(repo, host.container)
     overrides = repo.profile_overrides(OLD_DRIVER)
-    old = sandbox.write_inventory(work / "old.py", hosts, "sandbox", _overrides(overrides, OLD_DRIVER))
-    new = sandbox.write_inventory(work / "new.py", hosts, "sandbox", _overrides(overrides, NEW_DRIVER))
+    keys = work / "keys"
+    keys.mkdir()
+    old = write_fleet_inventory(work / "old.py", sandbox, hosts, keys,
+                                merged_overrides(E2E_OVERRIDES, _overrides(overrides, OLD_DRIVER)))
+    new = write_fleet_inventory(work / "new.py", sandbox, hosts, keys,
+                                merged_overrides(E2E_OVERRIDES, _overrides(overrides, NEW_DRIVER)))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(RESULTS_DIR_VARIABLE, str(work / "results"))
         run_pyinfra(old, "deploys/host.py")
         run_pyinfra(old, "deploys/serve.py")
+        run_pyinfra(old, "deploys/gateway.py")
+    for host in hosts:
+        wait_for(hosts[0], host.name, "UP")
     return Fleet(sandbox, hosts, old, new, work / "results")
 
 
@@ -206,22 +225,59 @@ def test_a_slower_driver_stops_the_rollout_and_an_unchanged_one_passes(fleet: Fl
     fleet.done.append("regression")
 
 
-@pytest.mark.slow  # 2 minutes: the suite's budget keeps the regression (above) and leaves the resume to -m slow
-def test_the_rollout_finishes_the_fleet_once_the_rig_is_fast_again(fleet: Fleet) -> None:
+def test_the_fleet_keeps_answering_while_a_rig_dies_one_hangs_and_the_update_rolls_over(fleet: Fleet) -> None:
+    """The issue's fleet: a bounded load through the gateway (3 clients, every other request streamed, a second's
+    think time each) while one rig's engine is killed, another's hung, and the rollout finishes the fleet."""
     fleet.require("regression")
-    first, _, _ = fleet.hosts
+    first, slow, last = fleet.hosts
+    gateway = first
+    for row in who_serves(gateway):  # a rig left out by the stopped rollout ("cannot tell"): back as its line says
+        if row["status"].startswith("MAINT"):
+            exec_in(gateway, f"{RUNTIME} set {row['backend']} {row['rig']} ready")
+    for host in fleet.hosts:
+        wait_for(gateway, host.name, "UP")
     token = boot_token(first)
-    run = fleet.rollout()
+    url, alice = gateway_url(gateway), user_key(gateway, "alice")
+    outcomes: list = []
+    began, stop = time.monotonic(), threading.Event()
+    worker = threading.Thread(target=lambda: outcomes.extend(
+        load(url, alice, clients=3, until=began + 2400, streams=True, model=MODEL, stop=stop, pause_s=1.0)))
+    worker.start()
+    try:
+        time.sleep(3)
+        exec_in(slow, f"systemctl kill --signal=SIGKILL {UNIT_NAME}")  # dies; systemd starts it again
+        wait_for(gateway, slow.name, "DOWN")
+        exec_in(last, f"systemctl kill --signal=SIGSTOP {UNIT_NAME}")  # hung: accepts, never answers
+        wait_for(gateway, last.name, "DOWN")
+        time.sleep(3)
+        exec_in(last, f"systemctl kill --signal=SIGCONT {UNIT_NAME}")
+        wait_for(gateway, slow.name, "UP", timeout_s=120)
+        wait_for(gateway, last.name, "UP")
+        run = fleet.rollout()  # under the load: each rig drained, updated, proven, returned
+        for host in fleet.hosts:
+            wait_for(gateway, host.name, "UP")
+    finally:
+        stop.set()
+        worker.join()
     output = run.stdout + run.stderr
-
+    tally = counts(outcomes)
+    print(f"\nthrough the gateway in {time.monotonic() - began:.0f} s: {tally}; refused with: "
+          f"{sorted(o.status for o in outcomes if o.status)}")
+    print("\n".join(line.strip() for line in output.splitlines() if "who serves what" in line))
     assert run.returncode == 0, output[-6000:]
     assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER] * 3
-    assert boot_token(first) == token  # already updated: not benched, not rebooted
+    assert boot_token(first) == token  # already updated: not benched, not rebooted (and the gateway kept serving)
     assert f"| {first.name} | {NEW_DRIVER} (unchanged) |" in output
-    slow_update = records_since(fleet.results, fleet.hosts[1].name, "0")[0]
+    slow_update = records_since(fleet.results, slow.name, "0")[0]
     for host in fleet.hosts[1 if slow_update.verdict == WORSE else 2:]:  # a slow rig that could not tell stayed
         assert f"| {host.name} | {OLD_DRIVER} → {NEW_DRIVER} |" in output
+        assert f"gateway: {host.name} out of rotation; who serves what" in output
+        assert f"gateway: {host.name} back once the starts after the update passed their comparison" in output
     assert "rollout done: 3 rigs" in output
+    assert tally["plain"] > 0 and tally["stream"] > 0
+    assert tally["plain failed"] == 0
+    assert tally["stream failed before headers"] == 0  # not started: the gateway retried it on another rig
+    assert all(row["status"] == "UP" for row in who_serves(gateway))
     fleet.done.append("finished")
 
 

@@ -12,12 +12,13 @@ counted and printed apart. llama.cpp's server sends its headers only once the fi
 first kind needs an engine to die between two writes of one thread.
 
 The module's one test costs the three rigs' serve deploys (weights, engine venvs: a few minutes on 2 cores), so it
-is marked slow: ``pytest -m slow tests/e2e/test_gateway_on_hosts.py -s``.
+is marked slow: ``pytest -m slow tests/e2e/test_gateway_on_hosts.py -s``. The suite's own fleet under load is the
+driver rollout's (tests/e2e/test_driver_rollout.py: a rig killed, one hung, the driver update rolled over the
+fleet), on the three rigs it shares with the rollout tests.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -27,68 +28,23 @@ import pytest
 from pyinfra_run import REPO_ROOT, assert_no_changes, changed_ops, run_pyinfra
 
 from rigforge.gateway.haproxy import UNIT
-from rigforge.sandbox import SandboxHost, exec_in
-from rigforge.sandbox.docker import inspect_container
+from rigforge.sandbox import exec_in
 from rigforge.sandbox.model import ensure_gemma
 from rigforge.serving.engines import UNIT_NAME
 from tests.bench_support.gateway_load import counts, load, one_request
-from tests.e2e.conftest import E2E_OVERRIDES, merged_overrides
+from tests.e2e.conftest import E2E_OVERRIDES
+from tests.e2e.fleet_gateway import MODEL, gateway_url, user_key, wait_for, who_serves, write_fleet_inventory
 
 if TYPE_CHECKING:
     from conftest import Sandbox
 
 pytestmark = pytest.mark.slow
 
-MODEL = "gemma-3-270m"
-RIG_OVERRIDES = {"engine": {"host": "0.0.0.0"}}
-GATEWAY = {"install": True, "listen_host": "0.0.0.0", "users": ["alice", "bob"], "response_timeout_s": 60,
-           "health": {"interval_s": 1, "timeout_s": 1, "fall": 2, "rise": 2}, "drain_timeout_s": 30}
-RUNTIME = "python3 /opt/rigforge/lib/gateway_runtime.py"
-
-
-def address(host: SandboxHost) -> str:
-    info = inspect_container(host.container)
-    assert info is not None
-    return str(info["NetworkSettings"]["IPAddress"])
-
-
-def write_fleet_inventory(path: Path, sandbox: Sandbox, rigs: list[SandboxHost], key_dir: Path) -> Path:
-    """Three rigs, each with its own key file here; the first also the gateway (per-host overrides)."""
-    rig_overrides = merged_overrides(E2E_OVERRIDES, RIG_OVERRIDES)
-    gateway_overrides = merged_overrides(rig_overrides, {"gateway": GATEWAY})
-    entries = []
-    for index, rig in enumerate(rigs):
-        key = key_dir / rig.name
-        key.write_text(f"key-of-{rig.name}-{index}\n")
-        key.chmod(0o600)
-        entries.append((rig.name, gateway_overrides if index == 0 else rig_overrides,
-                        {"api_key_file": str(key), "gateway_address": address(rig)}))
-    path.write_text(
-        "from rigforge.inventory import sandbox_hosts\n\n"
-        f"_ENTRIES = {entries!r}  # underscored: not an inventory group of its own\n"
-        "hosts = [(name, {**data, **extra}) for rig, overrides, extra in _ENTRIES\n"
-        f"         for name, data in sandbox_hosts({str(sandbox.state_dir)!r}, 'sandbox', overrides, names=[rig])]\n")
-    return path
-
-
-def who_serves(gateway: SandboxHost) -> list[dict]:
-    shown = exec_in(gateway, f"{RUNTIME} show")
-    assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)
-
-
-def wait_for(gateway: SandboxHost, rig: str, status: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not any(row["rig"] == rig and row["status"].startswith(status) for row in who_serves(gateway)):
-        assert time.monotonic() < deadline, f"{rig} never {status}: {who_serves(gateway)}"
-        time.sleep(0.5)
-
-
 def test_the_fleet_keeps_answering_while_one_rig_dies_one_hangs_and_one_is_restarted(sandbox: Sandbox,
                                                                                    tmp_path: Path) -> None:
     ensure_gemma(REPO_ROOT / ".sandbox" / "models")
     rigs = [sandbox.fresh_host(f"fleet{index}") for index in range(3)]
-    inventory = write_fleet_inventory(tmp_path / "fleet.py", sandbox, rigs, tmp_path)
+    inventory = write_fleet_inventory(tmp_path / "fleet.py", sandbox, rigs, tmp_path, E2E_OVERRIDES)
     run_pyinfra(inventory, "deploys/serve.py", timeout=1500)
     dry = run_pyinfra(inventory, "deploys/gateway.py", "--diff", dry=True)
     assert any("haproxy.cfg" in name for name in changed_ops(dry)), changed_ops(dry)  # planned, nothing applied
@@ -102,8 +58,7 @@ def test_the_fleet_keeps_answering_while_one_rig_dies_one_hangs_and_one_is_resta
     modes = exec_in(gateway, "stat -c '%a %U' /etc/rigforge/secrets/gateway/rigs/*.map "
                              "/etc/rigforge/secrets/gateway/users/*").stdout.split("\n")
     assert all(line.startswith("600 root") for line in modes if line), modes
-    alice = exec_in(gateway, "cat /etc/rigforge/secrets/gateway/users/alice").stdout.strip()
-    url = f"http://{address(gateway)}:{GATEWAY.get('port', 8090)}"
+    alice, url = user_key(gateway, "alice"), gateway_url(gateway)
     assert one_request(url, None, stream=False, model=MODEL).status == 401  # no key, no answer
     assert one_request(url, "wrong", stream=False, model=MODEL).status == 401
     assert one_request(url, alice, stream=False, model="no-such-model").status == 404

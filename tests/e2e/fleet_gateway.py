@@ -1,0 +1,85 @@
+"""Sandbox rigs behind the fleet's gateway: their inventory (each rig its own key, the first also the gateway) and
+what the gateway says of them. Shared by the gateway e2e and the driver rollout's fleet (one set of three rigs).
+
+Example::
+
+    inventory = write_fleet_inventory(tmp / "fleet.py", sandbox, rigs, tmp, E2E_OVERRIDES)
+    run_pyinfra(inventory, "deploys/serve.py"); run_pyinfra(inventory, "deploys/gateway.py")
+    wait_for(rigs[0], rigs[1].name, "UP")
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rigforge.sandbox import SandboxHost, exec_in
+from rigforge.sandbox.docker import inspect_container
+from tests.e2e.conftest import merged_overrides
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import Sandbox
+
+MODEL = "gemma-3-270m"
+#: The engines listen beyond the rig (the gateway is another host), each behind its own API key.
+RIG_OVERRIDES = {"engine": {"host": "0.0.0.0"}}
+#: Fast health checks (a hung engine is out of rotation in about 2 s), two users' keys.
+GATEWAY = {"install": True, "listen_host": "0.0.0.0", "users": ["alice", "bob"], "response_timeout_s": 60,
+           "health": {"interval_s": 1, "timeout_s": 1, "fall": 2, "rise": 2}, "drain_timeout_s": 30}
+GATEWAY_PORT = 8090  # the profile's gateway.port
+RUNTIME = "python3 /opt/rigforge/lib/gateway_runtime.py"
+
+
+def address(host: SandboxHost) -> str:
+    """The host's address on Docker's network (where the other hosts reach it)."""
+    info = inspect_container(host.container)
+    assert info is not None
+    return str(info["NetworkSettings"]["IPAddress"])
+
+
+def write_fleet_inventory(path: Path, sandbox: Sandbox, rigs: list[SandboxHost], key_dir: Path,
+                          overrides: dict) -> Path:
+    """The rigs with ``overrides`` and ``RIG_OVERRIDES``, each with its own key file in ``key_dir`` (kept when it is
+    there: an old and a new inventory of one fleet share them); the first rig also the gateway."""
+    rig_overrides = merged_overrides(overrides, RIG_OVERRIDES)
+    gateway_overrides = merged_overrides(rig_overrides, {"gateway": GATEWAY})
+    entries = []
+    for index, rig in enumerate(rigs):
+        key = key_dir / rig.name
+        if not key.exists():
+            key.write_text(f"key-of-{rig.name}-{index}\n")
+            key.chmod(0o600)
+        entries.append((rig.name, gateway_overrides if index == 0 else rig_overrides,
+                        {"api_key_file": str(key), "gateway_address": address(rig)}))
+    path.write_text(
+        "from rigforge.inventory import sandbox_hosts\n\n"
+        f"_ENTRIES = {entries!r}  # underscored: not an inventory group of its own\n"
+        "hosts = [(name, {**data, **extra}) for rig, overrides, extra in _ENTRIES\n"
+        f"         for name, data in sandbox_hosts({str(sandbox.state_dir)!r}, 'sandbox', overrides, names=[rig])]\n")
+    return path
+
+
+def who_serves(gateway: SandboxHost) -> list[dict]:
+    """The gateway's rows: one per rig of every model, with its status (UP, DOWN, MAINT…)."""
+    shown = exec_in(gateway, f"{RUNTIME} show")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def wait_for(gateway: SandboxHost, rig: str, status: str, timeout_s: float = 60) -> None:
+    """Until the gateway says ``rig`` is ``status`` (a prefix: "UP" matches "UP 1/2")."""
+    deadline = time.monotonic() + timeout_s
+    while not any(row["rig"] == rig and row["status"].startswith(status) for row in who_serves(gateway)):
+        assert time.monotonic() < deadline, f"{rig} never {status}: {who_serves(gateway)}"
+        time.sleep(0.5)
+
+
+def gateway_url(gateway: SandboxHost) -> str:
+    return f"http://{address(gateway)}:{GATEWAY_PORT}"
+
+
+def user_key(gateway: SandboxHost, user: str) -> str:
+    """A client's key, read on the gateway host (root-only there)."""
+    return exec_in(gateway, f"cat /etc/rigforge/secrets/gateway/users/{user}").stdout.strip()
