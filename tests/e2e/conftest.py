@@ -34,6 +34,8 @@ from rigforge.sandbox import (
     load_state,
     up,
 )
+from rigforge.sandbox.docker import container_name, docker
+from tests.conftest import judges_engine_speed
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -61,6 +63,8 @@ class Sandbox:
         self.image = image
         self.suffix = secrets.token_hex(2)
         self._made: list[str] = []
+        #: Docker's CPU weight of the hosts made now (None: Docker's default, 1024); set per module.
+        self.cpu_shares: int | None = None
 
     @property
     def state(self) -> SandboxState:
@@ -76,6 +80,8 @@ class Sandbox:
         full_name = f"{name}-{self.suffix}"
         down([full_name], self.state_dir)  # asking twice for one name gives a clean host again
         state = up([full_name], self.state_dir, mount_docker_socket=mount_docker_socket)
+        if self.cpu_shares is not None:  # a weight, not a cap: it only counts while the CPU is contended
+            docker("update", "--cpu-shares", str(self.cpu_shares), container_name(full_name))
         if full_name not in self._made:
             self._made.append(full_name)
         return state.host(full_name)
@@ -146,10 +152,18 @@ def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     session.close()
 
 
+#: Docker's CPU weight of the hosts of every module but the engine-speed ones (tests/conftest.py), an eighth of
+#: Docker's default 1024: where the two pytest-xdist workers contend for the CPU, an engine whose speed is judged
+#: gets four fifths of it beside two busy hosts of the other worker. A weight, not a cap: alone, a host gets every CPU.
+SHARED_CPU_SHARES = 128
+
+
 @pytest.fixture(scope="module", autouse=True)
-def hosts_per_module(sandbox: Sandbox) -> Iterator[None]:
-    """Remove each module's hosts when the module ends: a dozen idle systemd hosts at once slow the machine."""
+def hosts_per_module(sandbox: Sandbox, request: pytest.FixtureRequest) -> Iterator[None]:
+    """Remove each module's hosts when the module ends: a dozen idle systemd hosts at once slow the machine. The
+    module's hosts get SHARED_CPU_SHARES unless it judges engine speed."""
     made_before = len(sandbox._made)
+    sandbox.cpu_shares = None if judges_engine_speed(request) else SHARED_CPU_SHARES
     yield
     sandbox.close(keep=made_before)
 

@@ -130,6 +130,30 @@ def _throttle_after_reboot_until_regressed(fleet: Fleet, host: SandboxHost, stop
             return
 
 
+#: Docker's CPU weight of a rig serving the load while another is measured (out of rotation: Docker's default 1024).
+SERVING_CPU_SHARES = 128
+
+
+def _cpu_as_if_apart(fleet: Fleet, gateway: SandboxHost, stop: threading.Event) -> None:
+    """Real rigs each have their own CPUs; here three share two. Until ``stop``, the rig out of the gateway's rotation
+    (the one whose starts are being measured) gets Docker's full CPU weight and the rigs serving the load a
+    fraction of it: the load the others serve does not land in its measurement (measured without it: 59 tok/s
+    before, 7.6 after, "cannot tell" at a 62 % spread). A weight, not a cap: a rig alone still gets every CPU."""
+    weights: dict[str, int] = {}
+    while not stop.wait(1.0):
+        try:
+            out = {row["rig"] for row in who_serves(gateway) if row["status"].startswith("MAINT")}
+        except (AssertionError, SandboxError, ValueError):  # the gateway's host rebooting
+            continue
+        for host in fleet.hosts:
+            weight = 1024 if host.name in out or not out else SERVING_CPU_SHARES
+            if weights.get(host.name) != weight:
+                docker("update", "--cpu-shares", str(weight), host.container)
+                weights[host.name] = weight
+    for host in fleet.hosts:
+        docker("update", "--cpu-shares", "1024", host.container)
+
+
 def _overrides(repo_overrides: dict, version: str) -> dict:
     driver = {**repo_overrides["driver"], "version": version, "flavor": "open", "hold": True}
     return {"gpus": STANDIN_GPUS, "driver": driver, "bench": SANDBOX_BENCH, "driver_update": SANDBOX_UPDATE}
@@ -242,7 +266,9 @@ def test_the_fleet_keeps_answering_while_a_rig_dies_one_hangs_and_the_update_rol
     began, stop = time.monotonic(), threading.Event()
     worker = threading.Thread(target=lambda: outcomes.extend(
         load(url, alice, clients=3, until=began + 2400, streams=True, model=MODEL, stop=stop, pause_s=1.0)))
+    weighing = threading.Thread(target=_cpu_as_if_apart, args=(fleet, gateway, stop), daemon=True)
     worker.start()
+    weighing.start()
     try:
         time.sleep(3)
         exec_in(slow, f"systemctl kill --signal=SIGKILL {UNIT_NAME}")  # dies; systemd starts it again
@@ -253,18 +279,22 @@ def test_the_fleet_keeps_answering_while_a_rig_dies_one_hangs_and_the_update_rol
         exec_in(last, f"systemctl kill --signal=SIGCONT {UNIT_NAME}")
         wait_for(gateway, slow.name, "UP", timeout_s=120)
         wait_for(gateway, last.name, "UP")
-        run = fleet.rollout()  # under the load: each rig drained, updated, proven, returned
+        # Under the load: each rig drained, updated, proven, returned. The verdicts are the test above's claim; here
+        # a "cannot tell" goes on (the owner's switch), as a rig measured beside a loaded one may not resolve.
+        run = fleet.rollout("--data", "on_cannot_tell=continue")
+        output = run.stdout + run.stderr
+        assert run.returncode == 0, output[-6000:]
         for host in fleet.hosts:
             wait_for(gateway, host.name, "UP")
     finally:
         stop.set()
         worker.join()
-    output = run.stdout + run.stderr
+        weighing.join()
     tally = counts(outcomes)
     print(f"\nthrough the gateway in {time.monotonic() - began:.0f} s: {tally}; refused with: "
           f"{sorted(o.status for o in outcomes if o.status)}")
+    print(run.stdout[run.stdout.rfind("| host |"):])
     print("\n".join(line.strip() for line in output.splitlines() if "who serves what" in line))
-    assert run.returncode == 0, output[-6000:]
     assert [fleet.loaded(host) for host in fleet.hosts] == [NEW_DRIVER] * 3
     assert boot_token(first) == token  # already updated: not benched, not rebooted (and the gateway kept serving)
     assert f"| {first.name} | {NEW_DRIVER} (unchanged) |" in output

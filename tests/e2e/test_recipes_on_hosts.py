@@ -243,14 +243,9 @@ def test_a_switch_stays_until_the_next_switch(fleet: Fleet) -> None:
     assert all(running_recipe(host) == ("default", "default") for host in fleet.hosts)
 
 
-# KNOWN BUG, not yet fixed (2026-12-02): run after the tests above, this test's deploys/recipes.py loses its SSH
-# connection while planning ("connection lost during 'planning the deploy' after 0 s"), and the host's sshd logs
-# "Bad packet length" / "message authentication code incorrect": the controller wrote two things at once on one
-# SSH transport. Run alone (`-m slow -k ctrl_c`) it passes: the difference is that the earlier recipes.py runs left a
-# read-ahead record for this host (rigforge/reads/read_ahead.py), so the suspect is the read-ahead racing another
-# reader of the same connection. Marked slow (out of the CI suite) until that is fixed, so that it cannot hide the
-# rest of the suite; the closing note of 2026-12-02 says so.
-@pytest.mark.slow
+# Run after the tests above, whose recipes.py runs recorded this host's reads: read ahead in one command, those
+# reads were a 424 KB packet the host's sshd refuses ("Bad packet length"), which dropped the connection while
+# planning; they are now read in commands under 64 KiB (rigforge/reads/combined.py, COMMAND_BUDGET).
 def test_ctrl_c_during_a_recipes_bench_then_the_next_deploy_puts_the_start_back(fleet: Fleet) -> None:
     host = fleet.hosts[0]
     one = fleet.tmp / "one.py"
