@@ -28,6 +28,7 @@ def worker_group(module: str) -> str:
     return "machine-docker" if name in MACHINE_DOCKER_MODULES else module
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group each test for ``--dist loadgroup``; on workers, run the longest group first: the engine-speed modules
     start at once on one worker while the other works through the rest (end-to-end modules before the short unit
