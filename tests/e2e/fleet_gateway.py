@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rigforge.sandbox import SandboxHost, exec_in
-from rigforge.sandbox.docker import inspect_container
+from rigforge.sandbox import SandboxError, SandboxHost, exec_in
+from rigforge.sandbox.docker import docker, inspect_container
 from tests.e2e.conftest import merged_overrides
 
 if TYPE_CHECKING:
@@ -32,11 +34,41 @@ GATEWAY_PORT = 8090  # the profile's gateway.port
 RUNTIME = "python3 /opt/rigforge/lib/gateway_runtime.py"
 
 
+#: The name of a fleet's own Docker network (``fixed_addresses``), its session's suffix after it.
+FLEET_NETWORK_PREFIX = "rigforge-fleet-"
+
+
 def address(host: SandboxHost) -> str:
-    """The host's address on Docker's network (where the other hosts reach it)."""
+    """The host's address where the other hosts reach it: on its fleet's network when it has one, else Docker's."""
     info = inspect_container(host.container)
     assert info is not None
-    return str(info["NetworkSettings"]["IPAddress"])
+    fleet = [net for name, net in info["NetworkSettings"]["Networks"].items() if name.startswith(FLEET_NETWORK_PREFIX)]
+    return str((fleet[0] if fleet else info["NetworkSettings"])["IPAddress"])
+
+
+@contextmanager
+def fixed_addresses(rigs: list[SandboxHost], suffix: str) -> Iterator[None]:
+    """Each rig at a fixed address on a network of the fleet's own for the ``with`` block, which a reboot keeps.
+
+    Docker gives a restarted container the next free address of its default bridge, so a rig rebooted by a driver
+    update can come back at another rig's address, and the gateway, which reaches rigs by address, sends one rig's
+    traffic to another (seen: roll3 hung with SIGSTOP stayed UP while roll2 timed out). A real rig has a static
+    address; this is its stand-in.
+    """
+    network = FLEET_NETWORK_PREFIX + suffix
+    for third in range(200, 255):  # the first /24 no other network of this machine holds
+        if docker("network", "create", "--subnet", f"172.31.{third}.0/24", network, check=False).returncode == 0:
+            break
+    else:
+        raise SandboxError(f"no free 172.31.200-254.0/24 subnet for the network {network}")
+    try:
+        for index, rig in enumerate(rigs):
+            docker("network", "connect", "--ip", f"172.31.{third}.{10 + index}", network, rig.container)
+        yield
+    finally:
+        for rig in rigs:
+            docker("network", "disconnect", "-f", network, rig.container, check=False)
+        docker("network", "rm", network, check=False)
 
 
 def write_fleet_inventory(path: Path, sandbox: Sandbox, rigs: list[SandboxHost], key_dir: Path,

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,8 +61,17 @@ from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from tests.bench_support.gateway_load import counts, load
 from tests.e2e.conftest import E2E_OVERRIDES, merged_overrides
 from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engine_speed
-from tests.e2e.fleet_gateway import MODEL, RUNTIME, gateway_url, user_key, wait_for, who_serves, write_fleet_inventory
-from tests.standins.nvidia_cuda_repo import build_repo, serve_in_host
+from tests.e2e.fleet_gateway import (
+    MODEL,
+    RUNTIME,
+    fixed_addresses,
+    gateway_url,
+    user_key,
+    wait_for,
+    who_serves,
+    write_fleet_inventory,
+)
+from tests.standins.nvidia_cuda_repo import StandinRepo, build_repo, serve_in_host
 
 if TYPE_CHECKING:
     from conftest import Sandbox
@@ -172,13 +182,20 @@ def _overrides(repo_overrides: dict, version: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+def fleet(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     """Three rigs on driver 590 (host layer, one reboot each), serving Gemma (serve deploy), each with its own API
-    key, behind the fleet's gateway on the first (deploys/gateway.py): every update below drains at the gateway."""
+    key and a fixed address, behind the fleet's gateway on the first (deploys/gateway.py): every update below
+    drains at the gateway."""
     ensure_gemma(REPO_ROOT / ".sandbox" / "models")
     work = tmp_path_factory.mktemp("rollout")
     repo = build_repo(tmp_path_factory.mktemp("standin-repo"))
     hosts = [sandbox.fresh_host(f"roll{index}") for index in (1, 2, 3)]
+    with fixed_addresses(hosts, sandbox.suffix):
+        yield _serving_fleet(sandbox, hosts, repo, work)
+
+
+def _serving_fleet(sandbox: Sandbox, hosts: list[SandboxHost], repo: StandinRepo, work: Path) -> Fleet:
+    """The fixture's fleet: the stand-in repository served on each host, the host layer, the engines, the gateway."""
     for host in hosts:
         serve_in_host(repo, host.container)
     overrides = repo.profile_overrides(OLD_DRIVER)
