@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rigforge.sandbox import SandboxError, SandboxHost, exec_in
 from rigforge.sandbox.docker import docker, inspect_container
+from rigforge.serving.engines import UNIT_NAME
 from tests.e2e.conftest import merged_overrides
 
 if TYPE_CHECKING:
@@ -115,3 +117,40 @@ def gateway_url(gateway: SandboxHost) -> str:
 def user_key(gateway: SandboxHost, user: str) -> str:
     """A client's key, read on the gateway host (root-only there)."""
     return exec_in(gateway, f"cat /etc/rigforge/secrets/gateway/users/{user}").stdout.strip()
+
+
+def signal(host: SandboxHost, name: str) -> None:
+    """Send signal ``name`` to every process of the engine's unit on ``host``."""
+    sent = exec_in(host, f"systemctl kill --signal={name} {UNIT_NAME}")
+    assert sent.returncode == 0, f"{host.name}: systemctl kill --signal={name}: {sent.stdout}{sent.stderr}"
+
+
+def engine_restarts(host: SandboxHost) -> int:
+    """How often systemd has started the engine's unit again on ``host`` (its NRestarts)."""
+    shown = exec_in(host, f"systemctl show -p NRestarts --value {UNIT_NAME}")
+    return int(shown.stdout.strip() or 0)
+
+
+#: Docker's CPU weight of a rig serving the load while another is measured (out of rotation: Docker's default 1024).
+SERVING_CPU_SHARES = 128
+
+
+def cpu_as_if_apart(rigs: list[SandboxHost], gateway: SandboxHost, stop: threading.Event) -> None:
+    """Real rigs each have their own CPUs; here three share two. Until ``stop``, the rig out of the gateway's rotation
+    (the one whose starts are being measured) gets Docker's full CPU weight and the rigs serving the load a
+    fraction of it, so the load the others serve does not land in its measurement. (The run that showed 59 tok/s
+    before and 7.6 after without it also had the rigs at swapped addresses, fixed since by ``fixed_addresses``: how
+    much of that drop was the load alone is not measured.) A weight, not a cap: a rig alone still gets every CPU."""
+    weights: dict[str, int] = {}
+    while not stop.wait(1.0):
+        try:
+            out = {row["rig"] for row in who_serves(gateway) if row["status"].startswith("MAINT")}
+        except (AssertionError, SandboxError, ValueError):  # the gateway's host rebooting
+            continue
+        for host in rigs:
+            weight = 1024 if host.name in out or not out else SERVING_CPU_SHARES
+            if weights.get(host.name) != weight:
+                docker("update", "--cpu-shares", str(weight), host.container)
+                weights[host.name] = weight
+    for host in rigs:
+        docker("update", "--cpu-shares", "1024", host.container)

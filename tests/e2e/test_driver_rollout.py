@@ -55,7 +55,6 @@ from rigforge.bench_runs.plan import RESULTS_DIR_VARIABLE
 from rigforge.sandbox import SandboxError, SandboxHost, boot_token, exec_in
 from rigforge.sandbox.docker import docker
 from rigforge.sandbox.model import ensure_gemma
-from rigforge.serving.engines import UNIT_NAME
 from rigforge.updates.record import records_since
 from rigforge.updates.verdict import CANNOT_TELL, SAME, WORSE
 from tests.bench_support.gateway_load import counts, load
@@ -64,8 +63,11 @@ from tests.e2e.engine_speed import drawn_quotas, steady_engine_speed, vary_engin
 from tests.e2e.fleet_gateway import (
     MODEL,
     RUNTIME,
+    cpu_as_if_apart,
+    engine_restarts,
     fixed_addresses,
     gateway_url,
+    signal,
     user_key,
     wait_for,
     who_serves,
@@ -138,42 +140,6 @@ def _throttle_after_reboot_until_regressed(fleet: Fleet, host: SandboxHost, stop
         if any(record.regressed for record in records_since(fleet.results, host.name, "0")):
             _unthrottle(host)
             return
-
-
-def signal(host: SandboxHost, name: str) -> None:
-    """Send signal ``name`` to every process of the engine's unit on ``host``."""
-    sent = exec_in(host, f"systemctl kill --signal={name} {UNIT_NAME}")
-    assert sent.returncode == 0, f"{host.name}: systemctl kill --signal={name}: {sent.stdout}{sent.stderr}"
-
-
-def engine_restarts(host: SandboxHost) -> int:
-    """How often systemd has started the engine's unit again on ``host`` (its NRestarts)."""
-    shown = exec_in(host, f"systemctl show -p NRestarts --value {UNIT_NAME}")
-    return int(shown.stdout.strip() or 0)
-
-
-#: Docker's CPU weight of a rig serving the load while another is measured (out of rotation: Docker's default 1024).
-SERVING_CPU_SHARES = 128
-
-
-def _cpu_as_if_apart(fleet: Fleet, gateway: SandboxHost, stop: threading.Event) -> None:
-    """Real rigs each have their own CPUs; here three share two. Until ``stop``, the rig out of the gateway's rotation
-    (the one whose starts are being measured) gets Docker's full CPU weight and the rigs serving the load a
-    fraction of it: the load the others serve does not land in its measurement (measured without it: 59 tok/s
-    before, 7.6 after, "cannot tell" at a 62 % spread). A weight, not a cap: a rig alone still gets every CPU."""
-    weights: dict[str, int] = {}
-    while not stop.wait(1.0):
-        try:
-            out = {row["rig"] for row in who_serves(gateway) if row["status"].startswith("MAINT")}
-        except (AssertionError, SandboxError, ValueError):  # the gateway's host rebooting
-            continue
-        for host in fleet.hosts:
-            weight = 1024 if host.name in out or not out else SERVING_CPU_SHARES
-            if weights.get(host.name) != weight:
-                docker("update", "--cpu-shares", str(weight), host.container)
-                weights[host.name] = weight
-    for host in fleet.hosts:
-        docker("update", "--cpu-shares", "1024", host.container)
 
 
 def _overrides(repo_overrides: dict, version: str) -> dict:
@@ -295,7 +261,7 @@ def test_the_fleet_keeps_answering_while_a_rig_dies_one_hangs_and_the_update_rol
     began, stop = time.monotonic(), threading.Event()
     worker = threading.Thread(target=load, args=(url, alice, 3, began + 2400, True, MODEL),
                               kwargs={"stop": stop, "pause_s": 1.0, "outcomes": outcomes})
-    weighing = threading.Thread(target=_cpu_as_if_apart, args=(fleet, gateway, stop), daemon=True)
+    weighing = threading.Thread(target=cpu_as_if_apart, args=(fleet.hosts, gateway, stop), daemon=True)
     worker.start()
     weighing.start()
     try:
